@@ -5,8 +5,8 @@ Invariants: a session goes with its steps and their content, all or none, in one
 transaction, so no reader ever sees steps without their session or a session missing
 some; `delete_sessions` runs through a connection of its own, ordered by SQLite with the
 writer's transactions, and deletes many sessions in transactions of about
-DELETE_BATCH_STEPS steps each (a bigger session alone), pausing after each (DELETE_PAUSE_SHARE
-of its time), so a big delete never holds the write lock for seconds and a gateway's
+DELETE_BATCH_STEPS steps each (a bigger session alone), pausing after each
+(store_locks.let_waiters_in), so a big delete never holds the write lock for seconds and a gateway's
 writes go in between (QA194 F1: one transaction for 200k steps held it 15-24 s, past the
 writer's 5 s busy timeout); stopped part way, it leaves whole sessions. It then gives the
 freed pages and the WAL back to the file system, its TRUNCATE checkpoint waiting
@@ -21,17 +21,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from agents_trace.store_schema import BUSY_TIMEOUT_MS, give_back_free_pages, is_store_busy, truncate_wal
+from agents_trace.store_locks import is_store_busy, let_waiters_in
+from agents_trace.store_schema import BUSY_TIMEOUT_MS, give_back_free_pages, truncate_wal
 from cache.sqlite_transaction import transaction
 
 WAL_TRUNCATE_WAIT_MS = 250    # the most a retention pass's TRUNCATE checkpoint waits for readers and writers
 DELETE_BATCH_STEPS = 2_000    # about the steps one transaction of `delete_sessions` deletes (a bigger session: alone)
 DELETE_BATCH_SESSIONS = 256   # the most sessions one transaction of `delete_sessions` deletes
-# NOTE: a writer waiting on the lock polls every 100 ms at most (SQLite's busy handler);
-# a pause of half a transaction's time (at least 5 ms, at most 100 ms) lets it in soon
-# while the delete keeps two thirds of its speed.
-DELETE_PAUSE_SHARE = 0.5
-DELETE_PAUSE_S = (0.005, 0.1)
 
 
 class StoreBusy(sqlite3.OperationalError):
@@ -100,8 +96,7 @@ def delete_sessions(path: Path, keys: Sequence[tuple[str, str]], *, max_steps: i
             if after_each is not None:
                 after_each(num_sessions, num_steps)
             if num_sessions < len(keys):   # let a waiting writer in before the next
-                low_s, high_s = DELETE_PAUSE_S
-                time.sleep(min(high_s, max(low_s, DELETE_PAUSE_SHARE * took_s)))
+                let_waiters_in(took_s)
         give_back_free_pages(db)
         truncate_wal(db, WAL_TRUNCATE_WAIT_MS)
         return num_steps

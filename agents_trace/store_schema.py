@@ -47,6 +47,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from agents_trace.store_locks import is_store_busy
 from agents_trace.store_retention import UNCOUNTED_SQL, backfill_sql
 from cache.damaged_files import connect_setting_aside_damaged
 from cache.private_paths import make_private_dirs
@@ -199,34 +200,6 @@ def _waiting_out_a_lock(connection: sqlite3.Connection, path: Path,
                           "transaction); start again once it is free") from exc
     finally:
         connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-
-
-def is_write_locked(db: sqlite3.Connection) -> bool:
-    """Whether another connection holds the store's write lock now: one try at it that
-    never waits (and takes it for no time). Call it outside a transaction."""
-    timeout_ms = db.execute("PRAGMA busy_timeout").fetchone()[0]
-    db.execute("PRAGMA busy_timeout = 0")
-    try:
-        db.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        if is_store_busy(exc):
-            return True
-        raise
-    finally:
-        db.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")
-    db.execute("ROLLBACK")
-    return False
-
-
-def is_store_busy(exc: BaseException) -> bool:
-    """Whether `exc` says only that another connection holds the store's lock (SQLITE_BUSY
-    or SQLITE_LOCKED, extended codes included), not that the store failed."""
-    if not isinstance(exc, sqlite3.OperationalError):
-        return False
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return str(exc).startswith(("database is locked", "database table is locked"))
 
 
 def give_back_free_pages(connection: sqlite3.Connection, step_pages: int = GIVE_BACK_STEP_PAGES) -> None:

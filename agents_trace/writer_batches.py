@@ -20,7 +20,8 @@ import time
 
 from agents_trace.records import SessionEnded
 from agents_trace.store_rows import StepRow
-from agents_trace.writer_held import CHUNK_PAUSE_S, CHUNK_PAUSE_SHARE, WRITE_CHUNK_STEPS
+from agents_trace.store_locks import let_waiters_in
+from agents_trace.writer_held import WRITE_CHUNK_STEPS
 
 log = logging.getLogger("stepahead.agents_trace")
 
@@ -78,8 +79,7 @@ class BatchWrites:
             done = end
             if is_last:
                 break
-            low_s, high_s = CHUNK_PAUSE_S   # a connection waiting for the lock gets it in between
-            time.sleep(min(high_s, max(low_s, CHUNK_PAUSE_SHARE * (time.monotonic() - began_s))))
+            let_waiters_in(time.monotonic() - began_s)   # a connection waiting for the lock gets it in between
         if held.is_held and placed is not None:
             log.info("wrote %d step(s) held while the trace store was locked, %.1f s after it first was",
                      held.num_written, time.monotonic() - held.busy_since_s)

@@ -7,8 +7,7 @@ Invariants: a write that fails only because the store is busy loses nothing: its
 session ends and ended spans stay held, in order, and go first in the writer's next write
 (with what arrived meanwhile), tried again every RETRY_S (each try waits the busy timeout
 itself) until the lock is gone. A write of more than WRITE_CHUNK_STEPS steps (a held batch)
-goes in transactions of at most that many, in order, pausing after each (CHUNK_PAUSE_SHARE
-of its time) so a connection waiting for the lock gets it in between: no transaction of
+goes in transactions of at most that many, in order, pausing after each (store_locks.let_waiters_in) so a connection waiting for the lock gets it in between: no transaction of
 the writer's holds the lock for seconds (QA197 F2: 3,000 held steps in one held it 5.4 s,
 past the busy timeout); the session ends and ended spans go with the last, after their
 steps; a part finding the store busy again leaves the rest held (writer_batches.py). At
@@ -25,19 +24,13 @@ from dataclasses import dataclass, field
 
 from agents_trace.records import SessionEnded
 from agents_trace.store_rows import StepRow
-from agents_trace.store_schema import is_store_busy
-
-__all__ = ["CHUNK_PAUSE_S", "CHUNK_PAUSE_SHARE", "MAX_HELD_STEPS", "RETRY_S", "WRITE_CHUNK_STEPS", "HeldBatch",
-           "is_store_busy"]
 
 RETRY_S = 0.05            # a held batch is tried again this soon after the last try ended
 MAX_HELD_STEPS = 10_000   # steps held at most while the store is busy (as many again as the queue's default)
 # NOTE: 3,000 held steps with content took 5.4 s in one transaction (QA197): 500 take
-# about 0.9 s at that rate, and a waiter's busy handler polls every 100 ms at most, so a
-# pause of half a part's time (5 ms to 100 ms) lets it in.
+# about 0.9 s at that rate, and the pause after each (store_locks.let_waiters_in) lets a
+# waiting connection in.
 WRITE_CHUNK_STEPS = 500
-CHUNK_PAUSE_SHARE = 0.5
-CHUNK_PAUSE_S = (0.005, 0.1)
 
 
 @dataclass(slots=True)

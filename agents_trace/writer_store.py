@@ -38,8 +38,7 @@ from agents_trace.records import Step
 from agents_trace.spans import record_left_open_session_span, session_span_ids
 from agents_trace.store import TraceStore
 from agents_trace.store_rows import SELECT_NAMED_SPAN, SET_SPAN, LeftOpenSpan, left_open_span
-from agents_trace.store_schema import is_write_locked
-from agents_trace.writer_held import is_store_busy
+from agents_trace.store_locks import is_store_busy, is_write_locked
 from cache.sqlite_transaction import transaction
 
 log = logging.getLogger("stepahead.agents_trace")

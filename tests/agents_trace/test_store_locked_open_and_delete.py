@@ -19,7 +19,7 @@ from agents_trace.api import Viewer
 from agents_trace.store import StepRow, TraceStore
 from agents_trace.store_queries import SessionFilter, list_sessions
 from agents_trace.traces_command import register
-from agents_trace.writer_held import is_store_busy
+from agents_trace.store_locks import is_store_busy
 
 from tests.agents_trace.helpers import viewer_app
 from tests.agents_trace.test_writer_held import _step

@@ -13,7 +13,7 @@ from agents_trace.store import TraceStore
 from agents_trace.store_queries import SessionFilter, list_sessions
 from agents_trace.step_queries import list_steps
 from agents_trace.writer import TraceWriter, WriterStats
-from agents_trace.writer_held import is_store_busy
+from agents_trace.store_locks import is_store_busy
 from gateway.tracing import tracer_series
 
 BUSY_MS = 50   # the writer's busy timeout here, for 5 s in a gateway
