@@ -113,19 +113,22 @@ def with_prefix(content: CapturedContent, prefix_step: int | None) -> CapturedCo
 
 
 def numbered(key: tuple[str, str], session: OpenSession, step: Step, pending: dict[tuple[str, str, int], int],
-             batch: list[tuple[tuple[str, str], int]]) -> tuple[Step, bool]:
+             batch: list[tuple[tuple[str, str], int]]) -> tuple[Step, bool, bool]:
     """`step` with the index it asks the store for, and its content's `prefix_step`
     where that step is stored (its content whole where that is unknown); whether
-    that prefix is a step of this batch (the store follows it if it moves). `pending`
+    that prefix is a step of this batch (the store follows it if it moves); whether it
+    is stored before this step (of this batch, or placed by an earlier write: a store
+    lacking its content then lost it to a delete, `store_rows.content_row`). `pending`
     ((tenant, session, own index) -> index asked for) and `batch` ((session key, own
     index), in order) gain the step: the writer's batch being made."""
     own_index = step.index
     index = own_index + session.index_offset
     content = step.content
-    prefix_in_batch = False
+    prefix_in_batch = prefix_stored = False
     if content is not None and content.prefix_step is not None:
         prefix = pending.get((*key, content.prefix_step))
         prefix_in_batch = prefix is not None
+        prefix_stored = prefix_in_batch or content.prefix_step in session.placed
         if not prefix_in_batch:
             prefix = session.prefix_index(content.prefix_step)
         content = with_prefix(content, prefix)
@@ -133,4 +136,4 @@ def numbered(key: tuple[str, str], session: OpenSession, step: Step, pending: di
     pending[(*key, own_index)] = index
     if index != own_index or content is not step.content:
         step = dataclasses.replace(step, index=index, content=content)
-    return step, prefix_in_batch
+    return step, prefix_in_batch, prefix_stored

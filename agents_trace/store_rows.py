@@ -48,7 +48,8 @@ class StepRow:
     earlier row of the same `write`, which the store follows where that row is moved.
     `session_span`: its `invoke_agent` span (None: none recording); `span_opened_s`: that
     span's start, on the step that opened it; `span_tokens`: the (input, cached input,
-    output) tokens that span counts for the step (`spans.used_tokens`)."""
+    output) tokens that span counts for the step (`spans.used_tokens`); `prefix_stored`:
+    the step its content extends was stored before it (`step_numbering.numbered`)."""
 
     step: Step
     check: ForecastCheck | None
@@ -58,6 +59,7 @@ class StepRow:
     session_span: SessionSpanIds | None = None
     span_opened_s: float | None = None
     span_tokens: tuple[int, int, int] = (0, 0, 0)
+    prefix_stored: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,17 +256,24 @@ def step_values(row: StepRow, *, has_content: bool, gateway_started_s: float | N
 
 # the stored step (tenant, session, idx) never reached a model: its content may be cut
 SELECT_UNREACHED = f"SELECT 1 FROM steps WHERE tenant = ? AND session = ? AND idx = ? AND NOT {REACHED_MODEL_SQL}"
+# the content of step (tenant, session, idx) is stored
+SELECT_CONTENT_KEPT = "SELECT 1 FROM step_content WHERE tenant = ? AND session = ? AND idx = ?"
 # a stored later step's content extends (tenant, session, idx after ?, prefix_step ?)
 SELECT_EXTENDED = "SELECT 1 FROM step_content WHERE tenant = ? AND session = ? AND idx > ? AND prefix_step = ? LIMIT 1"
 
 
-def content_row(db: sqlite3.Connection, step: Step, content: CapturedContent) -> list:
+def content_row(db: sqlite3.Connection, step: Step, content: CapturedContent, *, prefix_stored: bool = False) -> list:
     """`content_values` of `step`, read against what `db` stores so that no stored content
-    extends a cut one (QA181 F1): content extending a stored step that never reached a model
-    keeps its messages whole (`with_prefix`), and such a step that a stored later step
-    extends already (that one ended first) keeps its own request whole."""
+    extends a cut one (QA181 F1) or a deleted one (QA197 F7): content extending a stored
+    step that never reached a model, or a step stored before it (`prefix_stored`) whose
+    content is gone (the session deleted while live), keeps its messages whole
+    (`with_prefix`; a step not yet stored, one that ends later, may still come), and a step
+    that never reached a model that a stored later step extends already (that one ended
+    first) keeps its own request whole."""
     key = (step.tenant, step.session)
-    if content.prefix_step is not None and db.execute(SELECT_UNREACHED, (*key, content.prefix_step)).fetchone():
+    if content.prefix_step is not None and (
+            db.execute(SELECT_UNREACHED, (*key, content.prefix_step)).fetchone()
+            or prefix_stored and db.execute(SELECT_CONTENT_KEPT, (*key, content.prefix_step)).fetchone() is None):
         content = with_prefix(content, None)
     may_cut = reached_model(step) or db.execute(SELECT_EXTENDED, (*key, step.index, step.index)).fetchone() is None
     return content_values(step, step.index, content, may_cut=may_cut)

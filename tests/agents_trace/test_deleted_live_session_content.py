@@ -1,0 +1,45 @@
+"""A session deleted while it is live goes on being traced (QA197 F7): its next step's
+request is stored whole, not as an extension of a deleted step whose messages are gone, so
+`traces show --content`, the viewer and export can still give every message of it."""
+from __future__ import annotations
+
+import json
+
+from agents_trace.export import export_lines
+from agents_trace.records import StepResult
+from agents_trace.step_queries import list_steps, step_content
+from agents_trace.store_delete import delete_sessions
+
+from tests.agents_trace.helpers import ManualClock, make_tracer
+
+OK = StepResult(num_input_tokens=10, num_output_tokens=1, worker="w0", ttft_s=0.1, finish_reason="stop",
+                output_text="ok")
+FIRST = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello"}]
+SECOND = [*FIRST, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "and then?"}]
+THIRD = [*SECOND, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+
+
+def test_the_step_after_a_live_sessions_delete_keeps_its_request_whole(tmp_path):
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    path = tmp_path / "traces.sqlite3"
+    try:
+        for messages in (FIRST, SECOND):
+            ctx = tracer.begin("acme", {"x-session-id": "S1"}, {"model": "tiny", "messages": list(messages)})
+            clock.advance(1.0)
+            tracer.end(ctx, OK)
+        assert tracer.flush(5.0)
+        assert step_content(path, "acme", "S1", 1)["prefix_step"] == 0   # the usual extension, before the delete
+        assert delete_sessions(path, [("acme", "S1")]) == 2
+        ctx = tracer.begin("acme", {"x-session-id": "S1"}, {"model": "tiny", "messages": list(THIRD)})
+        clock.advance(1.0)
+        tracer.end(ctx, OK)
+        assert tracer.flush(5.0)
+    finally:
+        tracer.stop()
+    [kept] = list_steps(path, "acme", "S1")["data"]
+    content = step_content(path, "acme", "S1", kept["index"])
+    assert (content["num_prefix_messages"], content["prefix_step"]) == (0, None)
+    assert content["new_messages"] == THIRD
+    lines = [json.loads(line) for line in export_lines(path, "acme", "S1")][1:]
+    assert [line.get("messages") for line in lines] == [THIRD]
