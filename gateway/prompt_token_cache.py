@@ -52,7 +52,7 @@ from gateway.prompt_bounds import PromptBound
 from gateway.prompt_text_scan import last_cuts, shared_prefix_length
 from shards.special_text import MARK, MarkedTextEncoder
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("stepahead.gateway")
 
 ALWAYS_CHECKED = 4   # the first splices are compared with a whole encode
 PROBED_CUTS = 64       # a new prompt's last added tokens looked up for the prompt it continues

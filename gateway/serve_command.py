@@ -24,6 +24,7 @@ from cache.policies import POLICY_NAMES as POLICIES
 from gateway.access_log import redact_access_log
 from gateway.hangups_at_exit import HangupsWhileExiting, say_hangup_ignored
 from gateway.listen_address import address_problem, base_url
+from gateway.log_lines import shown_log_lines
 from gateway.config import (DEFAULT_LOCAL_MODEL, DEFAULT_LOCAL_POLICY, ConfigError, default_config, demo_key_from,
                             load_config)
 from gateway.uvicorn_server import start_aware_server_class
@@ -40,8 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, help="port (default 8000; 0: a free port, printed once it listens)")
     parser.add_argument("--log-level", default="info",
                         choices=("critical", "error", "warning", "info", "debug"),
-                        help="least severe of uvicorn's log lines printed (default info; 'warning': no "
-                             "INFO: lines)")
+                        help="least severe of the log lines printed, uvicorn's and the gateway's (default "
+                             "info; 'warning': no INFO: lines)")
     parser.add_argument("--capture-content", action="store_true", default=None,
                         help="keep prompts and replies in the traces (/ui, `stepahead traces show "
                              "--content`, OTLP spans); off unless [tracing] capture_content or "
@@ -215,10 +216,12 @@ def _serve(args: argparse.Namespace) -> int:
     if isinstance(server, int):
         return server
     interrupted = False
-    try:
-        server.run()
-    except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped;
-        interrupted = True      # or a Ctrl+C came before uvicorn took the signals over
+    # the product's log lines as uvicorn's own, once uvicorn.Config set its logging up (gateway/log_lines.py)
+    with shown_log_lines(args.log_level, lasting=getattr(args, "exits_after", False)):
+        try:
+            server.run()
+        except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped;
+            interrupted = True      # or a Ctrl+C came before uvicorn took the signals over
     if server.started and server.start_cancelled_by is None:   # served (a signal while it bound: never said so)
         return 0
     stopped_by = server.start_cancelled_by or (signal.SIGINT if interrupted else None)

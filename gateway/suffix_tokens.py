@@ -8,7 +8,7 @@ import bisect
 import logging
 from dataclasses import dataclass, field
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("stepahead.gateway")
 
 SPLICE_MARGIN_CHARS = 16   # tokens ending this close to where a text grew are tokenized again
 SYNC_TOKENS = 4            # tokens before those, tokenized again too, that must come out the same

@@ -30,7 +30,7 @@ MAX_AGE_S = 24 * 3600.0
 MAX_ENTRIES = 64
 FILE_NAME = "probed_costs.json"
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("stepahead.shards")
 
 
 def probed_costs_path() -> Path:

@@ -37,7 +37,7 @@ from typing import Callable
 
 from .fit_stop import FitStop, FitStopped, stoppable_by
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("stepahead.agents_trace")
 
 EXIT_WAIT_S = 10.0   # at exit, the longest wait for a fit to leave native EM (one iteration: ms)
 
