@@ -31,7 +31,7 @@ Invariants:
   tools; a step opened while others are in flight gets the same last end as one opened
   idle (concurrent tool results each get their gap);
 - a request's content extends (`prefix_step`) no step that ended having generated nothing (its
-  stored request may be cut, store_rows.py): a retry of one extends the base before it, or none;
+  stored request may be cut, content_rows.py): a retry of one extends the base before it, or none;
 - a step carrying tool results counts its tool run from the end of the response that
   asked for those calls (`tool_run_starts`), not the latest one: calls an agent used as a
   tool makes under the session's id while it runs fall inside the run;
@@ -191,7 +191,7 @@ class SessionTable(StepMatching):
         self._touch(tenant, state.session)
         is_base = state.last_request is not None and state.last_request[2] == index
         if not is_response:   # NOTE: refused: nothing to index either (no digest, no call)
-            if is_base:   # its stored request may be cut (store_rows): the base before it again
+            if is_base:   # its stored request may be cut (content_rows): the base before it again
                 state.last_request = state.answered_request
             return
         if is_base:

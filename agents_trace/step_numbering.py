@@ -118,7 +118,7 @@ def numbered(key: tuple[str, str], session: OpenSession, step: Step, pending: di
     where that step is stored (its content whole where that is unknown); whether
     that prefix is a step of this batch (the store follows it if it moves); whether it
     is stored before this step (of this batch, or placed by an earlier write: a store
-    lacking its content then lost it to a delete, `store_rows.content_row`). `pending`
+    lacking its content then lost it to a delete, `content_rows.content_row`). `pending`
     ((tenant, session, own index) -> index asked for) and `batch` ((session key, own
     index), in order) gain the step: the writer's batch being made."""
     own_index = step.index

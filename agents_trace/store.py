@@ -43,13 +43,13 @@ from collections.abc import Callable, Container, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from agents_trace.content_rows import REPLACE_CONTENT, content_row
 from agents_trace.records import SessionEnded
 from agents_trace.step_numbering import offset_past
 from agents_trace.store_delete import WAL_TRUNCATE_WAIT_MS, delete_in_one_transaction
 from agents_trace.store_schema import connect_writer, give_back_free_pages, truncate_wal
-from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, REPLACE_CONTENT, \
-    SELECT_LEFT_OPEN_SPAN, UPSERT_SESSION, LeftOpenSpan, StepRow, content_row, left_open_span, session_values, \
-    step_values
+from agents_trace.store_rows import CLEAR_ENDED_SPAN, GENERATED_NOTHING, INSERT_STEP, SELECT_LEFT_OPEN_SPAN, \
+    UPSERT_SESSION, LeftOpenSpan, StepRow, left_open_span, session_values, step_values
 from agents_trace.store_retention import charged_bytes, recount_uncounted, trim_biggest_first
 from cache.damaged_files import damaged_because, file_identity, is_damaged_database, set_aside_database, \
     surviving_damage

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from agents_trace.header_ids import encode_header_id
-from agents_trace.store_rows import TRUNCATED_ROLE
+from agents_trace.content_rows import TRUNCATED_ROLE
 from agents_trace.text_table import (NO_VALUE, Column, counted, printable, printable_lines, render_table,
                                      terminal_json)
 

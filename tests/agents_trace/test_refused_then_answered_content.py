@@ -11,7 +11,7 @@ import json
 from agents_trace.export import export_lines
 from agents_trace.records import StepResult
 from agents_trace.step_queries import step_content
-from agents_trace.store_rows import TRUNCATED_ROLE
+from agents_trace.content_rows import TRUNCATED_ROLE
 
 from tests.agents_trace.helpers import ManualClock, make_tracer
 

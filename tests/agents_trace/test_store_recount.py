@@ -10,7 +10,8 @@ from contextlib import closing
 
 from agents_trace.records import After, CapturedContent, SessionId, Step
 from agents_trace.store import StepRow, TraceStore
-from agents_trace.store_rows import INSERT_STEP, REPLACE_CONTENT, content_values, step_values
+from agents_trace.content_rows import REPLACE_CONTENT, content_values
+from agents_trace.store_rows import INSERT_STEP, step_values
 from cache.sqlite_transaction import transaction
 
 from tests.agents_trace.helpers import sessions_by_tenant

@@ -11,7 +11,7 @@ from agents_trace.records import StepResult
 from agents_trace.step_queries import step_content
 from agents_trace.store import TraceStore
 from agents_trace.store_queries import SessionFilter, list_sessions
-from agents_trace.store_rows import REFUSED_CONTENT_MAX_CHARS, TRUNCATED_ROLE
+from agents_trace.content_rows import REFUSED_CONTENT_MAX_CHARS, TRUNCATED_ROLE
 
 from tests.agents_trace.helpers import ManualClock, make_tracer, run_scripted_session, sessions_by_tenant
 

@@ -5,7 +5,7 @@ from datetime import datetime
 import pytest
 
 from agents_trace.time_points import parse_time_point
-from agents_trace.store_rows import capped_entries_json
+from agents_trace.content_rows import capped_entries_json
 from agents_trace.traces_view import asked_for, step_conversation
 
 NOW_S = 1_800_000_000.0
