@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .durations import DurationPrior
+from .gap_distributions import DurationPrior
 from .fit import FitConfig
 from .vocabulary import ASSISTANT_TEXT_SYMBOL
 

@@ -29,7 +29,8 @@ from cache.forecast import END_SYMBOL
 
 from .accuracy import AccuracyTracker
 from .config import PredictorConfig
-from .durations import DurationModel, GapStats
+from .durations import DurationModel
+from .gap_distributions import GapStats
 from .pending_tools import AbandonCounts
 from .recency import RecencyMemory
 from .session import SessionState

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from agents_trace.predict.durations import (DurationModel, DurationPrior, GapStats,
-                                            LogNormal)
+from agents_trace.predict.durations import DurationModel
+from agents_trace.predict.gap_distributions import DurationPrior, GapStats, LogNormal
 
 Z90 = 1.2815515655446004  # standard normal 0.9 quantile
 

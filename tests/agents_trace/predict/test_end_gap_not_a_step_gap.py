@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from agents_trace.predict.config import PredictorConfig
-from agents_trace.predict.durations import DurationModel, DurationPrior
+from agents_trace.predict.durations import DurationModel
+from agents_trace.predict.gap_distributions import DurationPrior
 from agents_trace.predict.predictor import Predictor
 
 TENANT = "t"

@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from agents_trace.predict.durations import DurationModel, DurationPrior
+from agents_trace.predict.durations import DurationModel
+from agents_trace.predict.gap_distributions import DurationPrior
 from agents_trace.predict.returns import forecast_returns, return_mixture
 
 HORIZONS = np.array([0.5, 1.0, 2.0, 5.0, 30.0])
