@@ -2,7 +2,9 @@
 
 For the person watching an agent run: the session as `show` prints it, then each step the
 gateway stores afterwards as one line (with its messages, `--content`), until the
-session ends (its idle timeout, the gateway stopping) or is deleted, or Ctrl+C. A session
+session ends (its idle timeout, the gateway stopping), or Ctrl+C. A session deleted while
+followed is said so, then waited for: its agent going on stores its next steps under its
+id again, and those are printed, each once, after a line saying so. A session
 not stored yet is waited for, so the command can start before the agent does (and a store
 not made yet: before the gateway's first start). The id is
 taken as given, or percent-decoded where no session has it as given (an answer's
@@ -66,7 +68,7 @@ def follow_session(path: Path, session: str, tenant: str | None, *, with_content
                    out: TextIO | None = None, note: TextIO | None = None, poll_s: float = POLL_S,
                    sleep: Callable[[float], None] = time.sleep) -> int:
     """Print the session, then its new steps as they come (to `out`, stdout by default;
-    what it waits for to `note`, stderr); 0 once it has ended or is gone."""
+    what it waits for to `note`, stderr); 0 once it has ended (a delete is waited out)."""
     out = sys.stdout if out is None else out
     note = sys.stderr if note is None else note
     store_was_missing = not path.exists()
@@ -88,12 +90,18 @@ def follow_session(path: Path, session: str, tenant: str | None, *, with_content
               file=note, flush=True)
         if with_content and not steps:
             print(f"\n{CONVERSATION_HEADING}", file=out, flush=True)
+    tenant = found["tenant"]
     while found["is_open"]:
         sleep(poll_s)
-        found = _found(path, session, found["tenant"])
-        if found is None:
+        found = _found(path, session, tenant)
+        if found is None:   # deleted: its agent may go on, stored under its id again (QA200 F3)
             print(f"session {session!r} was deleted", file=out, flush=True)
-            return 0
+            print(f"stepahead: waiting for {session!r} to go on under its id (Ctrl+C stops)", file=note, flush=True)
+            while found is None:
+                sleep(poll_s)
+                found = _found(path, session, tenant)
+            print(f"session {session!r} goes on", file=out, flush=True)
+            printed, previous_output = set(), None   # every step stored now came after the delete
         for step, content in iter_session_steps(path, found["tenant"], session):
             if step["index"] in printed:
                 continue

@@ -572,3 +572,51 @@ def test_traces_export_read_in_part_then_closed_exits_quietly(tmp_path):
         assert process.wait(timeout=120) == 141
     assert head.startswith(b'{"format":"stepahead-trace/1"') and len(head) == 300
     assert stderr == b""
+
+
+def test_show_follow_waits_out_a_delete_of_the_live_session_and_prints_the_steps_it_goes_on_with(tmp_path):
+    """QA200 F3: a live session deleted while followed is said so, then followed on: the
+    steps its agent stores under its id afterwards are printed, each once."""
+    import io
+
+    from agents_trace.store_delete import delete_sessions
+    from agents_trace.traces_follow import follow_session
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
+    path = tmp_path / "traces.sqlite3"
+    messages = [{"role": "user", "content": "go"}]
+
+    def step(reply: str) -> None:
+        ctx = tracer.begin("acme", {"x-session-id": "live"}, {"model": "tiny", "messages": list(messages)})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=20, num_output_tokens=2, ttft_s=0.1, worker="w0",
+                                   finish_reason="stop", output_text=reply))
+        messages.extend([{"role": "assistant", "content": reply}, {"role": "user", "content": "more"}])
+        clock.advance(1.0)
+        assert tracer.flush()
+
+    step("first")
+    waits = []
+
+    def sleep(seconds: float) -> None:   # what the agent, the gateway and an operator do meanwhile
+        waits.append(seconds)
+        if len(waits) == 1:
+            assert delete_sessions(path, [("acme", "live")]) == 1
+        elif len(waits) == 3:
+            step("after the delete")
+        elif len(waits) == 5:
+            tracer.stop()
+
+    out, note = io.StringIO(), io.StringIO()
+    assert follow_session(path, "live", None, with_content=True, out=out, note=note, poll_s=0.25,
+                          sleep=sleep) == 0
+    text = out.getvalue()
+    assert "session 'live' was deleted\n" in text and "session 'live' goes on\n" in text
+    assert "waiting for 'live' to go on under its id" in note.getvalue()
+    assert text.index("was deleted") < text.index("goes on") < text.index("assistant: after the delete")
+    assert text.count("#0 reply:") == 1 and text.count("#1 reply:") == 1   # each step once
+    assert text.count("assistant: after the delete") == 1
+    after = text[text.index("goes on"):]
+    assert "#1 request:\n  user: go\n  assistant: first\n  user: more\n" in after   # stored whole, shown whole
+    assert text.rstrip().endswith("session 'live' ended (shutdown)")
