@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agents_trace.records import CapturedContent, Step
-from agents_trace.step_numbering import with_prefix
+from agents_trace.step_numbering import PlacedPrefix, with_prefix
 from agents_trace.store_rows import REACHED_MODEL_SQL, reached_model
 
 # A step that never reached a model (`reached_model` False: its tenant's limits refused it,
@@ -32,24 +32,30 @@ REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
 
 # the stored step (tenant, session, idx) never reached a model: its content may be cut
 SELECT_UNREACHED = f"SELECT 1 FROM steps WHERE tenant = ? AND session = ? AND idx = ? AND NOT {REACHED_MODEL_SQL}"
-# the content of step (tenant, session, idx) is stored
-SELECT_CONTENT_KEPT = "SELECT 1 FROM step_content WHERE tenant = ? AND session = ? AND idx = ?"
+# step (tenant, session, idx) of request id IS ?, arrived at ?, is stored with its content
+SELECT_PLACED_KEPT = ("SELECT 1 FROM steps s JOIN step_content c ON c.tenant = s.tenant AND c.session = s.session "
+                      "AND c.idx = s.idx WHERE s.tenant = ? AND s.session = ? AND s.idx = ? AND s.request_id IS ? "
+                      "AND s.arrived_s = ?")
 # a stored later step's content extends (tenant, session, idx after ?, prefix_step ?)
 SELECT_EXTENDED = "SELECT 1 FROM step_content WHERE tenant = ? AND session = ? AND idx > ? AND prefix_step = ? LIMIT 1"
 
 
-def content_row(db: sqlite3.Connection, step: Step, content: CapturedContent, *, prefix_stored: bool = False) -> list:
+def content_row(db: sqlite3.Connection, step: Step, content: CapturedContent, *,
+                placed_prefix: PlacedPrefix | None = None) -> list:
     """`content_values` of `step`, read against what `db` stores so that no stored content
-    extends a cut one (QA181 F1) or a deleted one (QA197 F7): content extending a stored
-    step that never reached a model, or a step stored before it (`prefix_stored`) whose
-    content is gone (the session deleted while live), keeps its messages whole
-    (`with_prefix`; a step not yet stored, one that ends later, may still come), and a step
-    that never reached a model that a stored later step extends already (that one ended
-    first) keeps its own request whole."""
+    extends a cut one (QA181 F1), a deleted one (QA197 F7) or another's (QA200 F1): content
+    extending a stored step that never reached a model, or a step an earlier write stored
+    (`placed_prefix`) that the store no longer holds with its content (the session deleted
+    while live; another writer may have stored a step of its own there since), keeps its
+    messages whole (`with_prefix`; a step not yet stored, one that ends later, may still
+    come), and a step that never reached a model that a stored later step extends already
+    (that one ended first) keeps its own request whole."""
     key = (step.tenant, step.session)
     if content.prefix_step is not None and (
             db.execute(SELECT_UNREACHED, (*key, content.prefix_step)).fetchone()
-            or prefix_stored and db.execute(SELECT_CONTENT_KEPT, (*key, content.prefix_step)).fetchone() is None):
+            or placed_prefix is not None and db.execute(
+                SELECT_PLACED_KEPT, (*key, content.prefix_step, placed_prefix.request_id,
+                                     placed_prefix.arrived_s)).fetchone() is None):
         content = with_prefix(content, None)
     may_cut = reached_model(step) or db.execute(SELECT_EXTENDED, (*key, step.index, step.index)).fetchone() is None
     return content_values(step, step.index, content, may_cut=may_cut)

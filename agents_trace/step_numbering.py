@@ -37,7 +37,9 @@ class OpenSession:
     the session table's count, which goes on across an idle end but not a restart).
 
     Numbering: a step asks the store for index `own index + index_offset`; `placed` maps
-    the own index of its latest PLACED_KEPT stored steps to the index they got; `is_moved`
+    the own index of its latest PLACED_KEPT stored steps to the index they got (and
+    `placed_steps` to what tells them apart: where the store has another step there, a
+    delete freed the index and another writer took it); `is_moved`
     once one got another than it asked for (another writer had taken it), after which
     `index_offset` is past it. `first_index`: the own index of the first step since the
     opening. `stored_ended_s`: the end of the last response stored before the opening (the
@@ -55,13 +57,19 @@ class OpenSession:
     num_output_tokens: int = 0
     is_moved: bool = False
     placed: dict[int, int] = field(default_factory=dict)
+    placed_steps: dict[int, PlacedPrefix] = field(default_factory=dict)
     stored_ended_s: float | None = None
 
-    def place(self, own_index: int, asked: int, stored: int) -> None:
-        """A step of the session was stored under `stored` (it asked for `asked`)."""
+    def place(self, own_index: int, asked: int, stored: int, step: Step | None = None) -> None:
+        """A step of the session (`step`, where given) was stored under `stored` (it asked
+        for `asked`)."""
         self.placed[own_index] = stored
+        if step is not None:
+            self.placed_steps[own_index] = PlacedPrefix(step.request_id, step.arrived_s)
         if len(self.placed) > PLACED_KEPT:
-            del self.placed[next(iter(self.placed))]
+            oldest = next(iter(self.placed))
+            del self.placed[oldest]
+            self.placed_steps.pop(oldest, None)
         if stored != asked:
             self.is_moved = True
             self.index_offset = max(self.index_offset, stored - own_index)
@@ -74,6 +82,15 @@ class OpenSession:
         if own_index >= self.first_index or self.index_offset == 0:
             return own_index + self.index_offset
         return None   # written under an earlier opening whose offset may have been another
+
+
+@dataclass(frozen=True, slots=True)
+class PlacedPrefix:
+    """A step as this writer stored it (the step a later one's content extends): its
+    request id and arrival, which tell it from another writer's step at its index."""
+
+    request_id: str | None
+    arrived_s: float
 
 
 def offset_past(last_step: tuple[int, float | None] | None, first_index: int) -> int:
@@ -113,27 +130,29 @@ def with_prefix(content: CapturedContent, prefix_step: int | None) -> CapturedCo
 
 
 def numbered(key: tuple[str, str], session: OpenSession, step: Step, pending: dict[tuple[str, str, int], int],
-             batch: list[tuple[tuple[str, str], int]]) -> tuple[Step, bool, bool]:
+             batch: list[tuple[tuple[str, str], int]]) -> tuple[Step, bool, PlacedPrefix | None]:
     """`step` with the index it asks the store for, and its content's `prefix_step`
     where that step is stored (its content whole where that is unknown); whether
-    that prefix is a step of this batch (the store follows it if it moves); whether it
-    is stored before this step (of this batch, or placed by an earlier write: a store
-    lacking its content then lost it to a delete, `content_rows.content_row`). `pending`
+    that prefix is a step of this batch (the store follows it if it moves); the prefix
+    as an earlier write placed it (None: not placed, or of this batch), which the store
+    checks is still there (`content_rows.content_row`: a delete may have removed it, and
+    another writer reused its index). `pending`
     ((tenant, session, own index) -> index asked for) and `batch` ((session key, own
     index), in order) gain the step: the writer's batch being made."""
     own_index = step.index
     index = own_index + session.index_offset
     content = step.content
-    prefix_in_batch = prefix_stored = False
+    prefix_in_batch, placed = False, None
     if content is not None and content.prefix_step is not None:
         prefix = pending.get((*key, content.prefix_step))
         prefix_in_batch = prefix is not None
-        prefix_stored = prefix_in_batch or content.prefix_step in session.placed
         if not prefix_in_batch:
             prefix = session.prefix_index(content.prefix_step)
+            if prefix is not None:
+                placed = session.placed_steps.get(content.prefix_step)
         content = with_prefix(content, prefix)
     batch.append((key, own_index))
     pending[(*key, own_index)] = index
     if index != own_index or content is not step.content:
         step = dataclasses.replace(step, index=index, content=content)
-    return step, prefix_in_batch, prefix_stored
+    return step, prefix_in_batch, placed

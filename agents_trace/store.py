@@ -237,7 +237,7 @@ class TraceStore:
             if prefix is not None:
                 content = dataclasses.replace(content, prefix_step=prefix)
         values = step_values(row, has_content=content is not None, gateway_started_s=self.gateway_started_s)
-        stored = None if content is None else content_row(self.db, step, content, prefix_stored=row.prefix_stored)
+        stored = None if content is None else content_row(self.db, step, content, placed_prefix=row.placed_prefix)
         num_bytes = charged_bytes(values) + (0 if stored is None else charged_bytes(stored))
         self.db.execute(UPSERT_SESSION, session_values(row, num_bytes))
         index = step.index

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 
 from agents_trace.records import ForecastCheck, Step
+from agents_trace.step_numbering import PlacedPrefix
 from agents_trace.step_outcome import generated_nothing
 
 
@@ -42,8 +43,8 @@ class StepRow:
     earlier row of the same `write`, which the store follows where that row is moved.
     `session_span`: its `invoke_agent` span (None: none recording); `span_opened_s`: that
     span's start, on the step that opened it; `span_tokens`: the (input, cached input,
-    output) tokens that span counts for the step (`spans.used_tokens`); `prefix_stored`:
-    the step its content extends was stored before it (`step_numbering.numbered`)."""
+    output) tokens that span counts for the step (`spans.used_tokens`); `placed_prefix`:
+    the step its content extends as an earlier write stored it (`step_numbering.numbered`)."""
 
     step: Step
     check: ForecastCheck | None
@@ -53,7 +54,7 @@ class StepRow:
     session_span: SessionSpanIds | None = None
     span_opened_s: float | None = None
     span_tokens: tuple[int, int, int] = (0, 0, 0)
-    prefix_stored: bool = False
+    placed_prefix: PlacedPrefix | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -214,13 +214,13 @@ class TraceWriter(BatchWrites, StoreUpkeep):
             last = self._last_stored(step)
             session = self._open[key] = OpenSession(None, offset_past(last, step.index), self.clock(), step.index,
                                                     stored_ended_s=None if last is None else last[1])
-            step, prefix_in_batch, prefix_stored = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
+            step, prefix_in_batch, placed_prefix = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.span = start_session_span(self.otel, step) if self.otel is not None else None
             opened_s = session_span_start_s(step)
             if last is not None:   # stored steps: the store may name another writer's open span
                 self._note_span_before(step, opened_s)
         else:
-            step, prefix_in_batch, prefix_stored = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
+            step, prefix_in_batch, placed_prefix = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
             session.last_seen_s = self.clock()
             self._open.move_to_end(key)   # keeps `_open` ordered by last_seen_s
         check = None
@@ -246,7 +246,7 @@ class TraceWriter(BatchWrites, StoreUpkeep):
                 self.stats.num_forecaster_errors += 1
                 self._failures.log("forecaster", "the forecaster failed")
         return StepRow(step, check, trace_id, span_id, prefix_in_batch, session_span_ids(session.span),
-                       opened_s, span_tokens, prefix_stored)
+                       opened_s, span_tokens, placed_prefix)
 
     def _on_end(self, ended: SessionEnded) -> SessionEnded:
         self.stats.num_sessions_ended += 1

@@ -73,7 +73,7 @@ class BatchWrites:
                 for (key, own_index), row, index in zip(self._batch[done:end], part, placed):
                     session = self._open.get(key)
                     if session is not None:
-                        session.place(own_index, row.step.index, index)
+                        session.place(own_index, row.step.index, index, row.step)
             if held.is_held:
                 held.num_written += len(part)
             done = end

@@ -43,3 +43,33 @@ def test_the_step_after_a_live_sessions_delete_keeps_its_request_whole(tmp_path)
     assert content["new_messages"] == THIRD
     lines = [json.loads(line) for line in export_lines(path, "acme", "S1")][1:]
     assert [line.get("messages") for line in lines] == [THIRD]
+
+
+def test_a_step_after_the_delete_never_extends_another_gateways_step_stored_where_its_prefix_was(tmp_path):
+    """QA200 F1: gateways A and B share the store; A's step 0 is deleted, B stores a step of
+    another conversation under the freed index 0: A's next step, which extended its own
+    step 0, keeps its request whole instead of being read back on B's messages."""
+    clock = ManualClock()
+    a, _ = make_tracer(tmp_path, clock, capture_content=True)
+    b, _ = make_tracer(tmp_path, clock, capture_content=True)
+    path = tmp_path / "traces.sqlite3"
+    other = [{"role": "system", "content": "agent Y"}, {"role": "user", "content": "Y question"}]
+    try:
+        for tracer, messages in ((a, FIRST), (None, None), (b, other), (a, SECOND)):
+            if tracer is None:
+                assert delete_sessions(path, [("acme", "S1")]) == 1
+                continue
+            ctx = tracer.begin("acme", {"x-session-id": "S1"}, {"model": "tiny", "messages": list(messages)})
+            clock.advance(1.0)
+            tracer.end(ctx, OK)
+            assert tracer.flush(5.0)
+    finally:
+        a.stop()
+        b.stop()
+    steps = list_steps(path, "acme", "S1")["data"]
+    assert len(steps) == 2
+    assert step_content(path, "acme", "S1", steps[0]["index"])["new_messages"] == other   # B's, at the freed index
+    content = step_content(path, "acme", "S1", steps[1]["index"])
+    assert (content["num_prefix_messages"], content["prefix_step"], content["new_messages"]) == (0, None, SECOND)
+    lines = [json.loads(line) for line in export_lines(path, "acme", "S1")][1:]
+    assert [line.get("messages") for line in lines] == [other, SECOND]
