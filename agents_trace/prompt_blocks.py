@@ -85,9 +85,12 @@ class PreviousPrompt:
     fingerprints)`, index and end both rising (a prompt of a step that ended no sooner
     than a later step is never the latest ended by any time: not kept); at most
     MAX_KEPT_PROMPTS, packed, 8 bytes a block (the tracer keeps one per live session; a
-    session with no step in flight keeps just its latest prompt: `forget_before`). A step
-    that arrived before every kept prompt's end gets None (unknown), never a comparison
-    with a prompt it could not have found cached.
+    session with no step in flight keeps just its latest prompt: `forget_before`). Past
+    that, the second oldest goes: the oldest is the one the steps of a fan-out wider than
+    the cap, all arrived before any of them ended, are compared with, and a step that
+    arrived after a dropped prompt ended is compared with an older one, never with one it
+    could not have found cached. A step that arrived before every kept prompt's end gets
+    None (unknown).
 
     Nor could a step find cached a prompt that ended before the gateway process serving
     it started (`cache_since_s`; the prefix caches live in that process's memory): its
@@ -111,8 +114,8 @@ class PreviousPrompt:
             position -= 1
             del self.kept[position]
         self.kept.insert(position, (index, ended_s, array("q", blocks)))
-        if len(self.kept) > MAX_KEPT_PROMPTS:
-            del self.kept[0]
+        if len(self.kept) > MAX_KEPT_PROMPTS:   # the oldest stays: a fan-out's steps in flight need it (QA201 F1)
+            del self.kept[1]
 
     def forget_before(self, since_s: float) -> None:
         """Drop the prompts no step arriving at or after `since_s` is compared with."""

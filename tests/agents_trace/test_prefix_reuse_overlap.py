@@ -75,3 +75,22 @@ def test_a_step_ending_after_a_later_one_is_never_the_previous_prompt():
     assert [index for index, _, _ in previous.kept] == [0, 2, 3]   # step 1's prompt was never kept
     previous.forget_before(4.0)   # no step in flight: later ones arrive from now on
     assert len(previous.kept) == 1 and previous.kept[0][2].tolist() == [1, 2, 3, 4]
+
+
+def test_a_fan_out_wider_than_the_kept_prompts_compares_every_step_with_the_prompt_before_it():
+    """QA201 F1: 12 steps sent at once after step 0, ending one by one: each is compared
+    with step 0's prompt (the latest ended by its arrival), the 9th to 12th too, though
+    more than MAX_KEPT_PROMPTS prompts ended meanwhile."""
+    from agents_trace.prompt_blocks import MAX_KEPT_PROMPTS
+
+    previous = PreviousPrompt()
+    head = [1, 2, 3]
+    assert previous.shared_with(head + [4], 4 * B, True, index=0, arrived_s=0.0, ended_s=1.0) is None
+    width = MAX_KEPT_PROMPTS + 4
+    shared = [previous.shared_with(head + [100 + i, 7], 5 * B, True, index=1 + i, arrived_s=1.5,
+                                   ended_s=2.0 + i) for i in range(width)]
+    assert shared == [3 * B] * width
+    assert len(previous.kept) == MAX_KEPT_PROMPTS and previous.kept[0][0] == 0   # the oldest stays
+    # a step after them all is compared with the latest one ended
+    assert previous.shared_with(head + [100 + width - 1, 7, 8], 6 * B, True, index=width + 1,
+                                arrived_s=50.0, ended_s=51.0) == 5 * B
