@@ -6,7 +6,10 @@ json_schema, which a local model answers with JSON valid against the schema).
     python examples/langchain_agent.py --api-key sk-... "What's the weather in Paris?"
 
 The same gateway, the same prefix cache: LangChain sends the OpenAI chat protocol, so
-every step after the first finds the conversation's head in the KV cache.
+each step of the tool loop after the first finds the conversation's head in the KV cache.
+The report step sends no tools, and a local model's chat template writes the tool list
+into the system turn: its prompt differs almost from the start, and little of it is found
+cached (`stepahead traces show` says how much).
 """
 from __future__ import annotations
 
