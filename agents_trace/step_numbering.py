@@ -14,10 +14,19 @@ session table knew no earlier response (its step 0 after a restart, a dormant en
 pushed out, another gateway's session; or a retry after such a step 0 was refused) that
 follows a tool run or a user turn gets its gap from it (`with_stored_gap`), before its
 spans, subscribers and row see it. A step that generated nothing gets none (sessions.py).
+
+A session another writer also stores into (`OpenSession.is_shared`: a step of another
+writer was stored after the last this writer knew of) may have had its previous response
+on that other gateway, which the session table never saw: a step the table gave a gap
+takes it from the latest response another writer stored that ended after the table's and
+by its arrival, or, carrying tool results, from the latest stored response that asked for
+those calls (`with_shared_gap`, from the session's latest SHARED_GAP_WINDOW stored steps,
+writer_store.py); a single writer's gaps stay the table's.
 """
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry.trace import Span
@@ -27,6 +36,7 @@ from agents_trace.step_outcome import generated_nothing
 from cache.forecast import Forecast
 
 PLACED_KEPT = 32   # a session's latest steps whose stored index the writer keeps, for `prefix_step`
+SHARED_GAP_WINDOW = PLACED_KEPT   # a shared session's latest stored steps searched for a step's previous response
 
 
 @dataclass(slots=True)
@@ -44,7 +54,10 @@ class OpenSession:
     `index_offset` is past it. `first_index`: the own index of the first step since the
     opening. `stored_ended_s`: the end of the last response stored before the opening (the
     latest step that generated something; None: none, or not read), the previous response
-    of the session table's step 0."""
+    of the session table's step 0. `known_index`: the highest stored index of the session
+    this writer knows of (the last stored at the opening, then each it placed; -1: none);
+    `is_shared` once a step of another writer was found stored past it, or a step moved
+    (`with_shared_gap`)."""
 
     span: Span | None
     index_offset: int
@@ -59,6 +72,8 @@ class OpenSession:
     placed: dict[int, int] = field(default_factory=dict)
     placed_steps: dict[int, PlacedPrefix] = field(default_factory=dict)
     stored_ended_s: float | None = None
+    known_index: int = -1
+    is_shared: bool = False
 
     def place(self, own_index: int, asked: int, stored: int, step: Step | None = None) -> None:
         """A step of the session (`step`, where given) was stored under `stored` (it asked
@@ -70,8 +85,9 @@ class OpenSession:
             oldest = next(iter(self.placed))
             del self.placed[oldest]
             self.placed_steps.pop(oldest, None)
+        self.known_index = max(self.known_index, stored)
         if stored != asked:
-            self.is_moved = True
+            self.is_moved = self.is_shared = True
             self.index_offset = max(self.index_offset, stored - own_index)
 
     def prefix_index(self, own_index: int) -> int | None:
@@ -112,6 +128,38 @@ def with_stored_gap(step: Step, session: OpenSession) -> Step:
             or step.arrived_s <= prev_ended_s or generated_nothing(step)):
         return step
     return dataclasses.replace(step, prev_ended_s=prev_ended_s, gap_s=step.arrived_s - prev_ended_s)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResponse:
+    """A stored step of a shared session that generated something (writer_store.py): its
+    end, the ids of the calls any of its choices asked for, and whether this writer
+    stored it."""
+
+    ended_s: float
+    call_ids: frozenset[str]
+    is_own: bool
+
+
+def with_shared_gap(step: Step, responses: Sequence[StoredResponse]) -> Step:
+    """`step` (its gap from the session table) with its previous response found among
+    `responses`, the session's stored ones (see the module's docstring): carrying tool
+    results, the latest that asked for one of those calls and ended between the table's
+    previous response and the step's arrival, if any; else the latest another writer
+    stored that ended after the table's and by the arrival. Unchanged where none is, or
+    where the table knew no previous response (`with_stored_gap`'s case)."""
+    prev_ended_s = step.prev_ended_s
+    if prev_ended_s is None:
+        return step
+    answered = {call.call_id for call in step.after.tools if call.call_id}
+    starts = [r.ended_s for r in responses if prev_ended_s <= r.ended_s <= step.arrived_s
+              and not answered.isdisjoint(r.call_ids)]
+    if not starts:
+        starts = [r.ended_s for r in responses if not r.is_own and prev_ended_s < r.ended_s <= step.arrived_s]
+    start_s = max(starts, default=prev_ended_s)
+    if start_s == prev_ended_s:
+        return step
+    return dataclasses.replace(step, prev_ended_s=start_s, gap_s=step.arrived_s - start_s)
 
 
 def with_prefix(content: CapturedContent, prefix_step: int | None) -> CapturedContent:

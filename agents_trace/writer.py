@@ -1,11 +1,11 @@
 """The trace writer: one daemon thread that drains trace events off the request path.
 
 For each finished Step, in queue order: its gap where only the store knows it (a session
-continued after a restart: step_numbering.py), the spans (spans.py), the forecast check,
-the subscribers (e.g. the predictor), a new forecast for the session's next step, and one
-store row; for each SessionEnded: the `invoke_agent` span's end and the subscribers.
-Every `sweep_interval_s` it asks the session table for idle sessions, and every
-`retention_interval_s` it applies the store's retention.
+continued after a restart, or one another gateway also serves: step_numbering.py), the
+spans (spans.py), the forecast check, the subscribers (e.g. the predictor), a new forecast
+for the session's next step, and one store row; for each SessionEnded: the `invoke_agent`
+span's end and the subscribers. Every `sweep_interval_s` it asks the session table for idle
+sessions, and every `retention_interval_s` it applies the store's retention.
 
 Several gateways may write one store, one session too: how a step's index is decided
 then is step_numbering.py's.
@@ -213,14 +213,17 @@ class TraceWriter(BatchWrites, StoreUpkeep):
         if session is None:
             last = self._last_stored(step)
             session = self._open[key] = OpenSession(None, offset_past(last, step.index), self.clock(), step.index,
-                                                    stored_ended_s=None if last is None else last[1])
-            step, prefix_in_batch, placed_prefix = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
+                                                    stored_ended_s=None if last is None else last[1],
+                                                    known_index=-1 if last is None else last[0])
+            step = with_stored_gap(self._with_shared_gap(step, session), session)
+            step, prefix_in_batch, placed_prefix = numbered(key, session, step, self._pending, self._batch)
             session.span = start_session_span(self.otel, step) if self.otel is not None else None
             opened_s = session_span_start_s(step)
             if last is not None:   # stored steps: the store may name another writer's open span
                 self._note_span_before(step, opened_s)
         else:
-            step, prefix_in_batch, placed_prefix = numbered(key, session, with_stored_gap(step, session), self._pending, self._batch)
+            step = with_stored_gap(self._with_shared_gap(step, session), session)
+            step, prefix_in_batch, placed_prefix = numbered(key, session, step, self._pending, self._batch)
             session.last_seen_s = self.clock()
             self._open.move_to_end(key)   # keeps `_open` ordered by last_seen_s
         check = None

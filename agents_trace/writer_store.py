@@ -23,10 +23,16 @@ its writer, were it alive, would have ended it, clearing the ids; so when the id
 still there then, and its step count unchanged, this writer exports it (ended idle at
 its last step, as the sweep does) and names its own span instead, in one write
 transaction: of writers racing for it one wins, and one still adding steps is left it.
+
+A step of a session another writer also stores into takes its gap from the responses
+stored there (`_with_shared_gap`, step_numbering.py's `with_shared_gap`); a session no
+other writer stored a step of since this one knew it costs each step the session table
+gave a gap one primary-key lookup, and keeps the table's gap.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sqlite3
 import time
@@ -36,8 +42,9 @@ from typing import TypeVar
 
 from agents_trace.records import Step
 from agents_trace.spans import record_left_open_session_span, session_span_ids
+from agents_trace.step_numbering import SHARED_GAP_WINDOW, OpenSession, StoredResponse, with_shared_gap
 from agents_trace.store import TraceStore
-from agents_trace.store_rows import SELECT_NAMED_SPAN, SET_SPAN, LeftOpenSpan, left_open_span
+from agents_trace.store_rows import GENERATED_NOTHING, SELECT_NAMED_SPAN, SET_SPAN, LeftOpenSpan, left_open_span
 from agents_trace.store_locks import is_store_busy, is_write_locked
 from cache.sqlite_transaction import transaction
 
@@ -47,6 +54,12 @@ ABANDONED_MARGIN_S = 60.0   # at most this past the idle timeout before another 
 DAMAGE_CHECK_INTERVAL_S = 60.0   # a reported damage is checked (O(store size)) at most this often
 
 T = TypeVar("T")
+SELECT_TOP_INDEX = "SELECT MAX(idx) FROM steps WHERE tenant = ? AND session = ?"   # (tenant, session)
+# (tenant, session, SHARED_GAP_WINDOW, ended from, ended until): its latest steps' responses ended then
+SELECT_RECENT_RESPONSES = (
+    "SELECT idx, ended_s, tool_calls, other_choices, gateway_started_s FROM (SELECT idx, ended_s, tool_calls, "
+    "other_choices, gateway_started_s, error, num_output_tokens FROM steps WHERE tenant = ? AND session = ? "
+    f"ORDER BY idx DESC LIMIT ?) WHERE ended_s >= ? AND ended_s <= ? AND NOT {GENERATED_NOTHING}")
 
 
 @dataclass(slots=True)
@@ -136,6 +149,34 @@ class StoreUpkeep:
             db.execute(SET_SPAN, (*mine, *key, now.ids.span_id))
         return True, dataclasses.replace(now, last_s=before.left.last_s)
 
+    def _with_shared_gap(self, step: Step, session: OpenSession) -> Step:
+        """`step` (own index, before `with_stored_gap`) with its gap from the responses
+        another writer stored (`with_shared_gap`) where its session is shared: the store's
+        highest index of the session is past `session.known_index` (then `is_shared`), or,
+        on the step that opened it, its last stored response ended after the one the
+        session table knew. Steps this writer stored (`placed`, or rows of its gateway's
+        start) count only as the response that asked for the calls a step answers. A
+        response another writer had not stored yet when the step is made is not seen."""
+        prev_ended_s = step.prev_ended_s
+        if self.store is None or prev_ended_s is None:
+            return step
+        key = (step.tenant, step.session)
+        if not session.is_shared and (session.stored_ended_s is None or session.stored_ended_s <= prev_ended_s):
+            top = self._on_store("reading the trace store",
+                                 lambda store: store.db.execute(SELECT_TOP_INDEX, key).fetchone()[0], None)
+            if top is None or top <= session.known_index:
+                return step
+            session.is_shared = True
+        rows = self._on_store("reading the trace store", lambda store: store.db.execute(
+            SELECT_RECENT_RESPONSES, (*key, SHARED_GAP_WINDOW, prev_ended_s, step.arrived_s)).fetchall(), [])
+        own_indexes = set(session.placed.values())
+        own_started_s = self.store.gateway_started_s
+        is_answering = bool(step.after.tools)
+        return with_shared_gap(step, [StoredResponse(
+            ended_s, _call_ids(calls, choices) if is_answering else frozenset(),
+            index in own_indexes or (own_started_s is not None and started_s == own_started_s))
+            for index, ended_s, calls, choices, started_s in rows])
+
     def _end_abandoned(self) -> None:
         """End in the store the sessions other writers left open (see the module's docstring)."""
         if self.store is None:
@@ -190,3 +231,15 @@ class StoreUpkeep:
             self.stats.num_store_errors += 1
             self._failures.log(what, f"stepahead: warning: {what} failed", *what_args)
             return default
+
+
+def _call_ids(calls_json: str, choices_json: str) -> frozenset[str]:
+    """The ids of the calls a stored step's choices asked for (its `tool_calls` and
+    `other_choices` columns, store_rows.py); none where they cannot be read."""
+    try:
+        calls = list(json.loads(calls_json))
+        for _, choice_calls in json.loads(choices_json):
+            calls.extend(choice_calls)
+        return frozenset(call[0] for call in calls if isinstance(call, list) and call and isinstance(call[0], str))
+    except (ValueError, TypeError):
+        return frozenset()
