@@ -224,10 +224,11 @@ def _is_database(path: Path) -> bool:
     closing any descriptor of a file drops every POSIX lock this process holds on it,
     those of other connections to the same database included (SQLite's own descriptors
     are closed with care for that), which broke concurrent connections (disk I/O
-    errors); read-only, so SQLite deletes no -wal file it cannot use."""
+    errors); read-only, so SQLite deletes no -wal file it cannot use; without a busy wait
+    (a file another connection holds locked is answered at once, not after 5 s)."""
     if not path.is_file():
         return True
-    probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=0)
     try:
         probe.execute("PRAGMA schema_version").fetchone()
         return True
