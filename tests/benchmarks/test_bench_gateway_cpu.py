@@ -24,7 +24,7 @@ def test_one_round_of_a_revision_on_the_litellm_path(tmp_path):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     done = subprocess.run([sys.executable, str(SCRIPT), "--revs", "HEAD", "--path", "litellm", "--rounds", "1",
-                           "--requests", "48", "--concurrency", "4", "--warmup", "8"], capture_output=True, text=True,
+                           "--requests", "24", "--concurrency", "4", "--warmup", "4"], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, TMPDIR=str(scratch)))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])

@@ -7,7 +7,7 @@ from tests.benchmarks.in_process import run_benchmark
 
 
 def test_bench_prefill_order_reports_both_orders_and_the_ratios():
-    out = run_benchmark("bench_prefill_order", "--model", "tiny", "--steps", "8", "--rate", "20",
+    out = run_benchmark("bench_prefill_order", "--model", "tiny", "--steps", "8", "--rate", "80",
                         "--cold-share", "0.5", "--cold-tokens", "400", "--sessions", "2",
                         "--warm-prefix-tokens", "200", "--warm-new-tokens", "32", "--repeats", "1")
     (row,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]

@@ -3,6 +3,7 @@ stop with requests in flight, the shutdown timeout, SIGTERM with local and Ray w
 (the command's argument and config checks: test_cli.py)."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,7 +14,8 @@ import pytest
 
 from gateway.cli import main
 from gateway.config import key_digest
-from tests.gateway.serving import STORE_ENV, free_port, wait_until_healthy
+from tests.gateway import fake_openai
+from tests.gateway.serving import STORE_ENV, free_port, start_server, wait_until_healthy
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -142,8 +144,17 @@ def test_a_request_cut_by_the_shutdown_timeout_is_reported_in_one_line():
     assert CutRequests().filter(failed) and failed.getMessage().endswith("KeyError: 'x'\n")
 
 
+def _refuses_connections(port: int) -> bool:
+    """Nothing accepts a connection on `port` (a stopping uvicorn closes its socket first)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except OSError:
+        return True
+    return False
+
+
 def test_serve_with_config_answers_requests_and_a_forced_stop_with_requests_in_flight_logs_one_line_each_and_no_traceback(
-        tmp_path: Path, fake_upstream):
+        tmp_path: Path):
     """`serve --config FILE --port N` says where it serves and answers requests (one
     gateway started for both checks). A second Ctrl+C stops the gateway at once: the
     requests still running (one streamed, one not, both waiting on a silent upstream) are
@@ -151,6 +162,8 @@ def test_serve_with_config_answers_requests_and_a_forced_stop_with_requests_in_f
     traceback each (the lines are errors: `--log-level warning` keeps them)."""
     import threading
 
+    # an upstream of its own, so the requests it holds are this test's two (its stop cuts them)
+    fake_upstream = start_server(fake_openai.app, shutdown_timeout_s=0.1)
     config = tmp_path / "gw.toml"
     config.write_text(f"[[models]]\nname = 'fake'\nkind = 'upstream'\nlitellm_model = 'openai/fake-model'\n"
                       f"api_base = '{fake_upstream.base_url}/v1'\napi_key_env = 'STEPAHEAD_TEST_FAKE_KEY'\n"
@@ -185,9 +198,14 @@ def test_serve_with_config_answers_requests_and_a_forced_stop_with_requests_in_f
         clients = [threading.Thread(target=hanging, args=(stream,)) for stream in (True, False)]
         for client in clients:
             client.start()
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30   # both requests wait on the silent upstream
+        while len(fake_upstream.server.server_state.tasks) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(fake_upstream.server.server_state.tasks) == 2, "the requests never reached the upstream"
         process.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        deadline = time.monotonic() + 30   # the graceful stop has begun: it no longer accepts connections
+        while not _refuses_connections(port) and time.monotonic() < deadline:
+            time.sleep(0.02)
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=60)
         for client in clients:
@@ -195,6 +213,7 @@ def test_serve_with_config_answers_requests_and_a_forced_stop_with_requests_in_f
     finally:
         if process.poll() is None:
             process.kill()
+        fake_upstream.stop()
     assert process.returncode == 0, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     assert err.count("stepahead: a request in flight was cut: the stop was forced") == 2, err[-3000:]
