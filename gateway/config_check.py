@@ -11,13 +11,16 @@ tries them, with its effects on disk but one: their directories made (0700), the
 SQLite files opened (made when missing), a probe file written and removed; a damaged
 SQLite file is never set aside here (QA179 F2: the check renamed one, and a gateway
 running on it went on writing into the renamed file). Each problem is said in the
-start's words, one `stepahead: ...` line each on stderr, exit status 2; a file that
-loads and would start prints `FILE: ok` and a one-line summary, exit status 0. What the
-start only warns of is a `stepahead: ...` warning line on stderr and fails nothing: an
-upstream model's unset `api_key_env`/`api_base_env` variable, an address in use now (a
-gateway serving it, to be restarted with this file, holds it), and each store SQLite
-finds damaged (the trace store, the responses', the conversations', the Files and Batch
-APIs' indexes), saying what the gateway will do with it (`store_places`).
+start's words, one `stepahead: ...` line each on stderr, exit status 2: a file that does
+not load is one line (`load_config` stops at the first problem found); once it loads,
+the later checks each add theirs (the models' check stops at its first model that cannot
+start). A file that loads and would start prints `FILE: ok` and a one-line summary, exit
+status 0. What the start only warns of is a `stepahead: warning: ...` line on stderr and
+fails nothing: an upstream model's unset `api_key_env`/`api_base_env` variable, tenants'
+kv_share ignored under a local model's policy (`with_tenant_shares`), an address in use
+now (a gateway serving it, to be restarted with this file, holds it), and each store
+SQLite finds damaged (the trace store, the responses', the conversations', the Files and
+Batch APIs' indexes), saying what the gateway will do with it (`store_places`).
 Not checked: whether the KV cache's tiers fit in memory (known only once a worker
 allocates them). `--json` prints one JSON object instead, `{"ok", "file", "errors",
 "warnings", "summary"}`, the summary null when the file did not load.
@@ -37,6 +40,7 @@ from agents_trace.config import TraceConfigError
 from gateway.config import ConfigError, GatewayConfig, LocalModelConfig, UpstreamModelConfig, load_config
 
 BAD_CONFIG = "bad config: "   # the start's prefix (after "stepahead: ") of a file that does not load
+WARNING = "warning: "   # after "stepahead: ", what fails nothing: told apart from the errors' lines (QA199 F7)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,15 +99,33 @@ def check_config_file(path: str, environ: Mapping[str, str] = os.environ) -> Con
     problem = local_model_problem(config)
     if problem:
         errors.append(problem)
+    warnings = [] if problem else tenant_share_warnings(config)
     damaged: list[str] = []
     errors.extend(store_places_problems(config, environ, damaged))
-    address, warnings = address_problems(config)
+    address, address_warnings = address_problems(config)
     errors.extend(address)
+    warnings.extend(address_warnings)
     warnings.extend(damaged)
     warnings.extend(f"model {model.name!r}: {warning}" for model in config.models
                     if isinstance(model, UpstreamModelConfig)
                     for warning in [model.missing_variables_warning()] if warning)
     return ConfigCheck(path, tuple(errors), config_summary(config), tuple(warnings))
+
+
+def tenant_share_warnings(config: GatewayConfig) -> list[str]:
+    """The start's warnings about the tenants' shares on its local models (a kv_share
+    ignored under a policy without reservations), made by the function the start makes
+    them with (`with_tenant_shares`, which `LocalBackend` logs), on each model's engine
+    options as the start runs them. Only once `local_model_problem` found none (a bad
+    option raises here as there)."""
+    from gateway.model_backends import engine_options_run, num_local_workers
+    from gateway.tenant_shares import with_tenant_shares
+
+    weights = {tenant.name: tenant.weight for tenant in config.tenants}
+    kv_shares = {tenant.name: tenant.kv_share for tenant in config.tenants}
+    workers = num_local_workers(config)
+    return [note for model in config.models if isinstance(model, LocalModelConfig)
+            for note in with_tenant_shares(engine_options_run(model, workers), weights, kv_shares, model.name)[1]]
 
 
 def store_places_problems(config: GatewayConfig, environ: Mapping[str, str],
@@ -166,7 +188,7 @@ def check_command(args: argparse.Namespace) -> int:
         print(json.dumps(result.as_json()))
         return 0 if result.ok else 2
     for warning in result.warnings:
-        print(f"stepahead: {warning}", file=sys.stderr)
+        print(f"stepahead: {WARNING}{warning}", file=sys.stderr)
     if result.ok:
         print(f"{args.file}: ok")
         print(summary_line(result.summary))

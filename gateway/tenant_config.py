@@ -4,7 +4,9 @@ Invariants: every record is frozen; API keys only ever exist here as sha256 hex 
 (a key read from an environment variable is hashed at load time and the plaintext
 dropped); a limit of None means "unlimited", never 0 or -1 (0 is only where it means
 none: `max_queued`, `token_budget`); a tenant's name is never empty, only whitespace, or
-the reserved `unauthenticated`. gateway/config.py re-exports what is public here.
+the reserved `unauthenticated`; no config error shows an `api_key_sha256` or
+`api_key_env` value that looks like a key (`looks_like_key`: a key pasted in place of its
+digest or its variable's name). gateway/config.py re-exports what is public here.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gateway.access_log import looks_like_key
 from gateway.config_values import ConfigError, reject_unknown_keys, take, take_list, table_at
 
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
@@ -101,6 +104,23 @@ def _limits(table: dict, where: str) -> LimitsConfig:
     return LimitsConfig(**values)
 
 
+KEY_IN_PLACE_OF_NAME = ("an entry looks like an API key itself (not shown): api_key_env takes the names of "
+                        "environment variables holding keys")
+
+
+def _key_list(table: dict, key: str, where: str) -> list:
+    """`take_list` of `api_key_sha256` or `api_key_env`, but that a message about a wrong
+    value never shows the value when something in it looks like a key (`looks_like_key`:
+    a key pasted where its digest or its variable's name goes; QA199 F6)."""
+    try:
+        return take_list(table, key, where)
+    except ConfigError as exc:
+        if not looks_like_key(str(exc)):
+            raise
+        raise ConfigError(f"{where}.{key} must be a string or a list of strings (its value is not shown: "
+                          "an entry looks like an API key)") from None
+
+
 def parse_tenant(table: dict, index: int) -> TenantConfig:
     where = f"tenants[{index}]"
     reject_unknown_keys(table, TENANT_KEYS, where)
@@ -108,8 +128,10 @@ def parse_tenant(table: dict, index: int) -> TenantConfig:
     problem = tenant_name_problem(name)
     if problem:
         raise ConfigError(f"{where}.name {problem}")
-    digests = take_list(table, "api_key_sha256", where)
-    for env_name in take_list(table, "api_key_env", where):
+    digests = _key_list(table, "api_key_sha256", where)
+    for env_name in _key_list(table, "api_key_env", where):
+        if looks_like_key(env_name):
+            raise ConfigError(f"{where}.api_key_env: {KEY_IN_PLACE_OF_NAME}")
         if not os.environ.get(env_name, "").strip():
             value = os.environ.get(env_name)
             raise ConfigError(f"{where}: environment variable {env_name} " + (

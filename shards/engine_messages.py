@@ -156,6 +156,7 @@ class EngineMessages:
                                 num_retried=self._dispatcher.stats.num_retried - num_retried,
                                 num_resumed=self._dispatcher.stats.num_resumed - num_resumed,
                                 restart_in_s=self._supervisor.restart_delay_s(worker_id),
+                                num_serving=len(self._dispatcher.router.usable(self._dispatcher.ready_workers(), now)),
                                 while_starting=(self._supervisor.health(worker_id).num_failed_starts > 0
                                                 if while_starting is None else while_starting))
         out.extend(self._refusing_as_the_slots_stand(now))

@@ -52,18 +52,22 @@ def fence_words(reason: str, health_timeout_s: float) -> str:
 
 
 def worker_down_line(worker_id: str, reason: str, *, num_failed: int, num_retried: int,
-                     restart_in_s: float, while_starting: bool, num_resumed: int = 0) -> str:
+                     restart_in_s: float, while_starting: bool, num_serving: int, num_resumed: int = 0) -> str:
     """One line for a worker fenced after the start: why, what became of its requests,
-    and when it is restarted."""
+    and when it is restarted. `num_serving`: the model's other workers a request may be
+    sent to now; with none, its requests wait for a worker to serve again (the line never
+    says "another worker" then: QA199 F9)."""
     when = " while starting" if while_starting and START_TIMEOUT_REASON not in reason else ""
     line = f"worker {worker_id} {reason}{when}"
     outcomes = []
     if num_failed:
         outcomes.append(f"{num_failed} request(s) it was running failed")
     if num_retried:
-        outcomes.append(f"{num_retried} not yet answered went to another worker")
+        outcomes.append(f"{num_retried} not yet answered " + ("went to another worker" if num_serving
+                                                              else "wait for a worker to serve again"))
     if num_resumed:
-        outcomes.append(f"{num_resumed} request(s) cut mid-reply go on from their last token on another worker")
+        outcomes.append(f"{num_resumed} request(s) cut mid-reply go on from their last token "
+                        + ("on another worker" if num_serving else "when a worker serves again"))
     if outcomes:
         line += ": " + ", ".join(outcomes)
     return f"{line}; restarting it in {restart_in_s:.1f} s"

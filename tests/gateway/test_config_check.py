@@ -122,8 +122,8 @@ def test_a_port_in_use_passes_with_a_warning(tmp_path, capsys):
         held.listen()
         status, out, err = _check(capsys, path)
     assert status == 0
-    assert err == (f"stepahead: cannot listen on 127.0.0.1:{PORT_IN_USE}: Address already in use now: the start "
-                   "fails while something holds it (a gateway serving there must stop first)\n")
+    assert err == (f"stepahead: warning: cannot listen on 127.0.0.1:{PORT_IN_USE}: Address already in use now: "
+                   "the start fails while something holds it (a gateway serving there must stop first)\n")
     assert out == f"{path}: ok\n1 model: tiny (local, 1 worker); 1 tenant: a; 1 local worker\n"
     with socket.socket() as again:   # the check's probe did not keep it
         again.bind(("127.0.0.1", PORT_IN_USE))

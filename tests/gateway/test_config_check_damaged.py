@@ -90,7 +90,7 @@ def test_damaged_stores_are_warnings_saying_what_the_start_does_and_are_left_as_
     assert main(["config", "check", path]) == 0
     out, err = capsys.readouterr()
     assert out.startswith(f"{path}: ok\n")
-    assert err == "".join(f"stepahead: {warning}\n" for warning in result.warnings)
+    assert err == "".join(f"stepahead: warning: {warning}\n" for warning in result.warnings)
     assert _snapshot(data, damaged) == before
 
 

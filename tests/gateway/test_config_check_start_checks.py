@@ -77,7 +77,7 @@ def test_an_upstream_models_unset_variables_are_the_starts_warning_not_a_failure
                "fail (503 upstream_not_configured)")
     assert main(["config", "check", path]) == 0
     out, err = capsys.readouterr()
-    assert err == f"stepahead: {warning}\n"
+    assert err == f"stepahead: warning: {warning}\n"
     assert out.startswith(f"{path}: ok\n2 models: ")
     assert main(["config", "check", "--json", path]) == 0
     reply = json.loads(capsys.readouterr().out)

@@ -110,7 +110,7 @@ def test_workers_killed_together_are_all_seen_gone_before_a_cut_stream_goes_on()
     assert engine._channels["w1"].items() == [] and engine._channels["w2"].items() == []
     assert "r1" in engine._dispatcher.queue and engine._dispatcher.stats.num_failed_worker_died == 0
     assert lines == ["worker w0 killed by SIGKILL: 1 request(s) cut mid-reply go on from their last token "
-                     "on another worker; restarting it in 0.2 s"]
+                     "when a worker serves again; restarting it in 0.2 s"]   # w1, w2 dead too (QA199 F9)
     for worker_id in ("w1", "w2"):
         engine._on_exit(worker_id, 0, "killed by SIGKILL")
     engine._supervise_tick(t0 + 1.5)
