@@ -18,6 +18,7 @@ from typing import Any, Literal
 from gateway.config_values import ConfigError, check_toml_ints, positive, reject_unknown_keys, take
 from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
 from gateway.errors import ApiError
+from gateway.tenant_config import key_setting
 from shards.engine_options import EngineOptionError, check_engine_tables
 
 DEFAULT_LOCAL_MODEL = "smollm2"
@@ -241,7 +242,7 @@ def model_config(table: dict, index: int) -> ModelConfig:
             name=name, litellm_model=litellm_model, passthrough=passthrough,
             api_base=take(table, "api_base", str, where),
             api_base_env=take(table, "api_base_env", str, where),
-            api_key_env=take(table, "api_key_env", str, where),
+            api_key_env=key_setting(table, "api_key_env", where, is_list=False),
             timeout_s=float(positive(take(table, "timeout_s", (int, float), where, 600.0), f"{where}.timeout_s")),
             max_context_tokens=positive(take(table, "max_context_tokens", int, where),
                                          f"{where}.max_context_tokens"),

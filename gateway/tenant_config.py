@@ -15,6 +15,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.access_log import looks_like_key
 from gateway.config_values import ConfigError, reject_unknown_keys, take, take_list, table_at
@@ -108,17 +109,23 @@ KEY_IN_PLACE_OF_NAME = ("an entry looks like an API key itself (not shown): api_
                         "environment variables holding keys")
 
 
-def _key_list(table: dict, key: str, where: str) -> list:
-    """`take_list` of `api_key_sha256` or `api_key_env`, but that a message about a wrong
-    value never shows the value when something in it looks like a key (`looks_like_key`:
-    a key pasted where its digest or its variable's name goes; QA199 F6)."""
+def key_setting(table: dict, key: str, where: str, *, is_list: bool = True) -> Any:
+    """`take_list` (or, not `is_list`, `take` of a string) of a setting naming keys
+    (`api_key_sha256`, `api_key_env`), but that a message about a wrong value never shows
+    the value when something in it looks like a key (`looks_like_key`: a key pasted where
+    its digest or its variable's name goes; QA199 F6), and that a variable's name that
+    looks like a key is refused without showing it."""
     try:
-        return take_list(table, key, where)
+        value = take_list(table, key, where) if is_list else take(table, key, str, where)
     except ConfigError as exc:
         if not looks_like_key(str(exc)):
             raise
-        raise ConfigError(f"{where}.{key} must be a string or a list of strings (its value is not shown: "
+        shape = "a string or a list of strings" if is_list else "a string"
+        raise ConfigError(f"{where}.{key} must be {shape} (its value is not shown: "
                           "an entry looks like an API key)") from None
+    if key == "api_key_env" and any(looks_like_key(name) for name in (value if is_list else [value or ""])):
+        raise ConfigError(f"{where}.api_key_env: {KEY_IN_PLACE_OF_NAME}")
+    return value
 
 
 def parse_tenant(table: dict, index: int) -> TenantConfig:
@@ -128,10 +135,8 @@ def parse_tenant(table: dict, index: int) -> TenantConfig:
     problem = tenant_name_problem(name)
     if problem:
         raise ConfigError(f"{where}.name {problem}")
-    digests = _key_list(table, "api_key_sha256", where)
-    for env_name in _key_list(table, "api_key_env", where):
-        if looks_like_key(env_name):
-            raise ConfigError(f"{where}.api_key_env: {KEY_IN_PLACE_OF_NAME}")
+    digests = key_setting(table, "api_key_sha256", where)
+    for env_name in key_setting(table, "api_key_env", where):
         if not os.environ.get(env_name, "").strip():
             value = os.environ.get(env_name)
             raise ConfigError(f"{where}: environment variable {env_name} " + (

@@ -12,16 +12,16 @@ import pytest
 from gateway.cli import main
 from gateway.config import ConfigError, key_digest, load_config
 from gateway.tenant_shares import kv_share_ignored
+from tests.gateway.serving import free_port
 
-PORT = 24230   # this test file's port (the brief's range)
 PASTED_KEY = "sk-gamma-SECRET3xyz"
 TINY = '[[models]]\nname = "tiny"\nkind = "local"\npath = "tiny"\nnum_workers = 1\n'
 TENANT = f'\n[[tenants]]\nname = "a"\napi_key_sha256 = ["{key_digest("sk-a")}"]\n'
 
 
-def _file(tmp_path, text: str) -> str:
+def _file(tmp_path, text: str, port: int | None = None) -> str:
     path = tmp_path / "gw.toml"
-    path.write_text(f"[server]\nport = {PORT}\n" + text)
+    path.write_text(f"[server]\nport = {free_port() if port is None else port}\n" + text)
     return str(path)
 
 
@@ -67,13 +67,14 @@ def test_an_unset_variables_name_is_still_named(tmp_path, monkeypatch, capsys):
 
 def test_a_warning_is_marked_apart_from_an_error(tmp_path, capsys):
     """QA199 F7's repro: the address in use (a warning) beside a bad engine option (an error)."""
-    path = _file(tmp_path, TINY + '[models.engine]\npolicy = "lur"\n' + TENANT)
     with socket.socket() as held:
-        held.bind(("127.0.0.1", PORT))
+        held.bind(("127.0.0.1", 0))
         held.listen()
+        port = held.getsockname()[1]
+        path = _file(tmp_path, TINY + '[models.engine]\npolicy = "lur"\n' + TENANT, port)
         status, out, err = _check(capsys, path)
         json_status, json_out, _ = _check(capsys, path, "--json")
-    address = (f"cannot listen on 127.0.0.1:{PORT}: Address already in use now: the start fails while something "
+    address = (f"cannot listen on 127.0.0.1:{port}: Address already in use now: the start fails while something "
                "holds it (a gateway serving there must stop first)")
     error = "cannot serve model 'tiny': engine option policy must be one of lru, predictive, ttl, kvflow, not 'lur'"
     assert (status, out) == (2, "")
@@ -92,3 +93,16 @@ def test_the_starts_kv_share_ignored_warning_is_a_warning_of_the_check(tmp_path,
     assert status == 0 and json.loads(out)["warnings"] == [warning]
     predictive = _file(tmp_path, TINY + TENANT + "kv_share = 0.25\n")   # the default policy reserves it
     assert _check(capsys, predictive)[::2] == (0, "")
+
+
+def test_an_upstream_models_key_in_place_of_its_variables_name_is_not_shown(tmp_path, capsys):
+    """An upstream model's `api_key_env` holding the key itself is refused, unshown, as a
+    tenant's is (the start's warning named it: `api_key_env names $sk-...`)."""
+    path = _file(tmp_path, f'[[models]]\nname = "up"\nkind = "upstream"\nlitellm_model = "openai/gpt-4o-mini"\n'
+                           f'api_key_env = "{PASTED_KEY}"\n' + TENANT)
+    with pytest.raises(ConfigError) as failed:
+        load_config(path)
+    assert str(failed.value) == ("models[0].api_key_env: an entry looks like an API key itself (not shown): "
+                                 "api_key_env takes the names of environment variables holding keys")
+    status, out, err = _check(capsys, path, "--json")
+    assert status == 2 and PASTED_KEY not in out + err and "SECRET3" not in out + err
