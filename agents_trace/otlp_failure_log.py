@@ -14,6 +14,9 @@ of an outage is often the one naming its cause, "Connection refused"), at most o
 minute passes, and it says how many were held back since the previous one. Records below WARNING are untouched. The
 filters are attached to the SDK's own loggers (process-wide, at most one each), which is
 the only way to reach records the SDK makes; installing them again changes nothing.
+These loggers (`MANAGED_LOGGERS`) are not under "stepahead": `stepahead serve` gives them the
+product's log-line handler too (gateway/log_lines.py), so what passes prints with its level
+prefix at `--log-level`, once, not bare through `logging.lastResort`.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ SDK_EXPORT_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.common._internal",      # "Failed to encode key ..." (a traceback)
 )
 ATTRIBUTES_LOGGER = "opentelemetry.attributes"
+MANAGED_LOGGERS = (*SDK_EXPORT_LOGGERS, ATTRIBUTES_LOGGER)   # those this module attaches filters to
 TRUNCATION_NOTICE_PREFIX = "String attribute value exceeds max length"
 FAILURE_LOG_INTERVAL_S = 60.0
 

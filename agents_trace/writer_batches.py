@@ -40,7 +40,7 @@ class BatchWrites:
         if self.store is None or not (rows or ended):
             self._batch, self._pending, self._ended_spans = [], {}, []
             return True
-        what = "writing %d step(s) to the trace store"
+        what = "dropped %d step(s): writing them to the trace store"   # a failure here drops them (QA199 F5)
         self._on_store("reopening the trace store", lambda store: store.reopen_if_gone(), False)
         is_placing = len(self._batch) == len(rows)   # else rows made elsewhere: nothing to place
         # a later part's rows may extend an earlier part's moved ones: the store follows them

@@ -9,7 +9,10 @@ failure told in words (one WARNING line: an upstream's 429).
 
 A failure of one of the `expected` types (a full disk, a file that cannot be written: the
 reason is the whole story) is one line, `<message>: <Error>: <reason>`; any other, a bug,
-keeps its traceback.
+keeps its traceback. `log` logs at ERROR either way: an operation failed and what it was
+to do is not done (a trace write's steps are dropped, a response is not archived), whatever
+words its message starts with ("stepahead: warning: ...": the serve log's level prefix says
+the level once, gateway/log_lines.py); `warn` is for a failure the gateway loses nothing by.
 
 Invariant: of each kind, at most one line per `interval_s`, and every failure is either
 logged or counted in the next line logged. NOTE: not thread-safe; one per owning thread.

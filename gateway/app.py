@@ -27,6 +27,7 @@ from agents_trace.store_schema import StoreLocked
 from cache.error_text import one_line_error
 from gateway import (batches_routes, conversations_routes, files_routes, responses_input_tokens, responses_routes,
                      routes, stored_responses_routes, tracing)
+from gateway.access_log import redact_access_log
 from gateway.auth import KeyRing
 from gateway.backend import Backend
 from gateway.config import (UNAUTHENTICATED, ConfigError, GatewayConfig, LocalModelConfig, default_config,
@@ -54,6 +55,7 @@ from gateway.state import GatewayState, batch_runner
 from gateway.stopping import begin_stop, hangups_ignored_once_stopping
 from gateway.store_places import check_store_places
 from gateway.tracing import build_tracer, trace_router
+from gateway.uvicorn_server import called_by_uvicorn, set_up_factory_logging
 from shards.engine_options import EngineOptionError
 
 log = logging.getLogger("stepahead.gateway")
@@ -108,8 +110,14 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
     applied to the file reloaded; with no file a SIGHUP is logged and ignored. Without
     `config`, $STEPAHEAD_CONFIG's file, if set, is both, and (as `uvicorn --factory` calls
     this before the app starts) a SIGHUP from here on is counted until the app's handler
-    serves it, as `stepahead serve` does."""
+    serves it, as `stepahead serve` does. Without `config` the access log is redacted too
+    (gateway/access_log.py, as `stepahead serve` has it), and when uvicorn's factory is the
+    caller its loggers get what `serve` gives them (gateway/uvicorn_server.py
+    `set_up_factory_logging`: the product's log lines at uvicorn's `--log-level`, from here on)."""
     if config is None:
+        redact_access_log()   # QA199 F1: after uvicorn's logging set-up (it runs before the factory)
+        if called_by_uvicorn():
+            set_up_factory_logging()
         config_path = os.environ.get("STEPAHEAD_CONFIG") or None
         HangupsBeforeStart.install()   # None off the main thread: nothing to catch there
         try:

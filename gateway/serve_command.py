@@ -208,6 +208,13 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    # the product's log lines (gateway/log_lines.py) from before the app is built (QA199 F3): uvicorn.Config's
+    # logging set-up (dictConfig, disable_existing_loggers off) leaves the handler in place
+    with shown_log_lines(args.log_level, lasting=getattr(args, "exits_after", False)):
+        return _serve_logged(args)
+
+
+def _serve_logged(args: argparse.Namespace) -> int:
     try:
         server = _server_or_exit_status(args)
     except KeyboardInterrupt:   # Ctrl+C before the server runs: nothing has started yet
@@ -216,12 +223,10 @@ def _serve(args: argparse.Namespace) -> int:
     if isinstance(server, int):
         return server
     interrupted = False
-    # the product's log lines as uvicorn's own, once uvicorn.Config set its logging up (gateway/log_lines.py)
-    with shown_log_lines(args.log_level, lasting=getattr(args, "exits_after", False)):
-        try:
-            server.run()
-        except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped;
-            interrupted = True      # or a Ctrl+C came before uvicorn took the signals over
+    try:
+        server.run()
+    except KeyboardInterrupt:   # uvicorn raises the signal it stopped for again once stopped;
+        interrupted = True      # or a Ctrl+C came before uvicorn took the signals over
     if server.started and server.start_cancelled_by is None:   # served (a signal while it bound: never said so)
         return 0
     stopped_by = server.start_cancelled_by or (signal.SIGINT if interrupted else None)

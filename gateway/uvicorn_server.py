@@ -5,7 +5,9 @@ announced once it listens, the app's first steps of a stop taken as the stop beg
 the signal again once stopped: SIGTERM's default action would end the process by the
 signal, a clean stop reading as a failure), and uvicorn's reports of a failed start or
 of a request cut at shutdown in one line each instead of a traceback, naming the request
-and the true reason (used by `stepahead serve`, gateway/serve_command.py).
+and the true reason (used by `stepahead serve`, gateway/serve_command.py). Under
+`uvicorn --factory gateway.app:build_app` uvicorn makes the server: `set_up_factory_logging`
+gives its loggers what `stepahead serve` gives them, as far as the app can.
 """
 from __future__ import annotations
 
@@ -13,9 +15,12 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
 from collections.abc import Callable
 
 from gateway.start_failure import start_failure_line
+
+REPORTS_LOGGER = "uvicorn.error"   # uvicorn's own lines; the level `--log-level` set
 
 
 def start_aware_server_class(cancel_start: Callable[[], None], announce: Callable[[int], None] | None = None,
@@ -124,19 +129,19 @@ STARTUP_FAILED = "Application startup failed. Exiting."   # uvicorn's line after
 
 class StartReports(logging.Filter):
     """uvicorn's reports of a start that did not finish. Once the start was cancelled on
-    purpose, none: the operator asked for the stop and is told it happened. For a start
+    purpose (by `server`, when given), none: the operator asked for the stop and is told it happened. For a start
     that failed with a stated reason (gateway.start_failure.StartFailed), that reason in
     one line instead of the traceback, and nothing after it: uvicorn's STARTUP_FAILED line
     is kept only after an unexpected failure's traceback, which it ends."""
 
-    def __init__(self, server) -> None:
+    def __init__(self, server=None) -> None:
         super().__init__()
         self._server = server
         self._stated = False   # a stated reason was logged: the start's failure is told
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if self._server.start_cancelled_by is not None:
+        if getattr(self._server, "start_cancelled_by", None) is not None:
             return not (message == STARTUP_FAILED or "StartCancelled" in message)
         if message == STARTUP_FAILED:
             return not self._stated
@@ -199,3 +204,35 @@ def cut_request(cut: BaseException) -> str | None:
             return f"{scope.get('method')} {scope.get('path')}"
         frames = frames.tb_next
     return None
+
+
+def called_by_uvicorn() -> bool:
+    """Whether uvicorn's `Config.load` is on the caller's stack: the app factory is being
+    called by uvicorn (`uvicorn --factory`, or a server uvicorn runs the same way), which
+    configured its logging first, not by a test or an embedder in-process."""
+    from uvicorn.config import Config
+
+    load = Config.load.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is load:
+            return True
+        frame = frame.f_back
+    return False
+
+
+def set_up_factory_logging() -> None:
+    """For a server uvicorn made and its factory `build_app`: the product's log lines
+    (gateway/log_lines.py) for the rest of the process, at the level uvicorn's
+    `--log-level` gave its own loggers; a failed start's stated reason in one line and a
+    request a stop cut in one line (`StartReports`, `CutRequests`: once each, however often
+    called). The access log's redaction is `build_app`'s in any case. What only
+    `uvicorn.Config` sets (the shutdown timeout, keep-alive, the guarded HTTP protocol) is
+    the operator's to pass to uvicorn: docs/serving.md, "Under `uvicorn --factory`"."""
+    from gateway.log_lines import install_log_lines
+
+    reports = logging.getLogger(REPORTS_LOGGER)
+    install_log_lines(reports.getEffectiveLevel())
+    for kind in (StartReports, CutRequests):
+        if not any(isinstance(each, kind) for each in reports.filters):
+            reports.addFilter(kind())

@@ -81,8 +81,8 @@ def test_a_store_failing_every_write_is_logged_once_a_minute_and_every_failure_c
             writer._write([], [_ended(0)])
     assert stats.num_store_errors == 50
     assert [(record.getMessage(), record.exc_info) for record in caplog.records] == [
-        ("stepahead: warning: writing 0 step(s) to the trace store failed: OperationalError: database or disk "
-         "is full", None)]
+        ("stepahead: warning: dropped 0 step(s): writing them to the trace store failed: OperationalError: "
+         "database or disk is full", None)]
 
 
 def test_a_store_deleted_while_open_is_started_anew_at_its_path_and_keeps_the_later_steps(tmp_path, caplog):
