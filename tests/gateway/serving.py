@@ -5,12 +5,15 @@ and runs the app's lifespan shutdown.
 """
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -85,3 +88,35 @@ def served_url(app, path: str = "/v1") -> Iterator[str]:
         yield f"{server.base_url}{path}"
     finally:
         server.stop()
+
+
+def served_then_stopped_by_sigterm(tmp_path: Path, config_text: str,
+                                   before_stop: Callable[[], None] | None = None) -> str:
+    """Run `stepahead serve --port 0` on `config_text` until it answers /health, stop it by
+    SIGTERM (after `before_stop`, when given), check that it said where it served (the port
+    the system gave, not 0) and exited 0 after uvicorn's shutdown, without a traceback; its
+    stderr. Its stores are `tmp_path / NAME` for each of STORE_ENV's variables."""
+    config = tmp_path / "gw.toml"
+    config.write_text(config_text)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+             **{name: str(tmp_path / name) for name in STORE_ENV}})
+    try:
+        first_line = process.stdout.readline()
+        assert first_line.startswith("stepahead: serving on http://127.0.0.1:"), first_line
+        url = first_line.split()[-1]
+        assert not url.endswith(":0/v1")
+        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=10).status_code == 200   # ready once said
+        if before_stop is not None:
+            before_stop()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=90)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, err[-3000:]
+    assert "Application shutdown complete" in err and "Traceback" not in err
+    return err

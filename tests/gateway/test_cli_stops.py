@@ -15,7 +15,8 @@ import pytest
 from gateway.cli import main
 from gateway.config import key_digest
 from tests.gateway import fake_openai
-from tests.gateway.serving import STORE_ENV, free_port, start_server, wait_until_healthy
+from tests.gateway.serving import STORE_ENV, free_port, served_then_stopped_by_sigterm, start_server, \
+    wait_until_healthy
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -220,39 +221,11 @@ def test_serve_with_config_answers_requests_and_a_forced_stop_with_requests_in_f
     assert len(answers) == 2
 
 
-def _served_then_stopped_by_sigterm(tmp_path: Path, config_text: str) -> str:
-    """Run `stepahead serve --port 0` on `config_text` until it answers /health, stop it by
-    SIGTERM, check that it said where it served (the port the system gave, not 0) and
-    exited 0 after uvicorn's shutdown, without a traceback; its stderr."""
-    config = tmp_path / "gw.toml"
-    config.write_text(config_text)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-             **{name: str(tmp_path / name) for name in STORE_ENV}})
-    try:
-        first_line = process.stdout.readline()
-        assert first_line.startswith("stepahead: serving on http://127.0.0.1:"), first_line
-        url = first_line.split()[-1]
-        assert not url.endswith(":0/v1")
-        assert httpx.get(url.removesuffix("/v1") + "/health", timeout=10).status_code == 200   # ready once said
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=90)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, err[-3000:]
-    assert "Application shutdown complete" in err and "Traceback" not in err
-    return err
-
-
 def test_serve_announces_the_port_it_listens_on_once_started_and_a_sigterm_stop_exits_0(tmp_path: Path):
     """`--port 0`: the port the system gave, not 0, printed once the gateway answers; a
     clean stop by SIGTERM is a success, as one by Ctrl+C is (uvicorn raises the signal
     again once stopped, and SIGTERM's default action would end the process by it)."""
-    _served_then_stopped_by_sigterm(tmp_path, (
+    served_then_stopped_by_sigterm(tmp_path, (
         "[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
         "litellm_params = { mock_response = 'hi' }\n"
         f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n"))
@@ -262,7 +235,7 @@ def test_a_gateway_with_ray_workers_stopped_by_sigterm_exits_0_without_rays_cras
     """Ray's failure-signal handler in the gateway process caught SIGTERM after the
     graceful stop: a `*** SIGTERM received` stack dump, and at times exit 134."""
     pytest.importorskip("ray", reason="ray is not installed")
-    err = _served_then_stopped_by_sigterm(tmp_path, (
+    err = served_then_stopped_by_sigterm(tmp_path, (
         "[[models]]\nname = 'tiny'\nkind = 'local'\npath = 'tiny'\nnum_workers = 1\n"
         "[models.engine]\ntransport = 'ray'\nthreads_per_worker = 1\n"
         f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n"))

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import io
 import logging
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +12,7 @@ from agents_trace.store import StepRow, TraceStore
 from agents_trace.store_queries import find_session
 from gateway.log_lines import PRODUCT_LOGGER, LogLinesHandler, shown_log_lines
 from tests.agents_trace.test_store_shared_writers import _messages, _step
-from tests.gateway.serving import STORE_ENV
+from tests.gateway.serving import served_then_stopped_by_sigterm
 
 LOGGER = "stepahead.tests.log_lines"
 
@@ -87,28 +84,16 @@ def test_serve_prints_a_product_info_line_with_uvicorns_prefix_once(tmp_path: Pa
     dead.open()
     dead.write([StepRow(_step(0, time.time() - 5000.0, _messages(1)), None, None, None)], [])   # never ended
     dead.close()
-    config = tmp_path / "gw.toml"
-    config.write_text("[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
-                      "litellm_params = { mock_response = 'hi' }\n"
-                      f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-             **{name: str(tmp_path / name) for name in STORE_ENV}})
-    try:
-        first_line = process.stdout.readline()
-        assert first_line.startswith("stepahead: serving on http://127.0.0.1:"), first_line
+    config = ("[[models]]\nname = 'mock'\nkind = 'upstream'\nlitellm_model = 'openai/gpt-4o-mini'\n"
+              "litellm_params = { mock_response = 'hi' }\n"
+              f"[[tenants]]\nname = 't'\napi_key_sha256 = ['{key_digest('sk-t')}']\n")
+
+    def session_ended() -> None:   # by the writer's first sweep
         deadline = time.monotonic() + 20.0
         while find_session(store_path, "s", "acme")[0]["is_open"] and time.monotonic() < deadline:
             time.sleep(0.05)
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=90)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, err[-3000:]
+
+    err = served_then_stopped_by_sigterm(tmp_path, config, before_stop=session_ended)
     said = [line for line in err.splitlines() if "session(s) left open in the trace store" in line]
     assert len(said) == 1, err[-3000:]
     assert said[0].startswith(f"INFO:     ended 1 session(s) left open in the trace store {store_path} since before ")
