@@ -19,30 +19,35 @@ SECOND = [*FIRST, {"role": "assistant", "content": "ok"}, {"role": "user", "cont
 THIRD = [*SECOND, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
 
 
+def _ask(tracer, clock, messages: list) -> None:
+    """One answered step of session S1 with `messages`, written to the store."""
+    ctx = tracer.begin("acme", {"x-session-id": "S1"}, {"model": "tiny", "messages": list(messages)})
+    clock.advance(1.0)
+    tracer.end(ctx, OK)
+    assert tracer.flush(5.0)
+
+
+def _exported_messages(path) -> list:
+    return [json.loads(line).get("messages") for line in export_lines(path, "acme", "S1")][1:]
+
+
 def test_the_step_after_a_live_sessions_delete_keeps_its_request_whole(tmp_path):
     clock = ManualClock()
     tracer, _ = make_tracer(tmp_path, clock, capture_content=True)
     path = tmp_path / "traces.sqlite3"
     try:
         for messages in (FIRST, SECOND):
-            ctx = tracer.begin("acme", {"x-session-id": "S1"}, {"model": "tiny", "messages": list(messages)})
-            clock.advance(1.0)
-            tracer.end(ctx, OK)
-        assert tracer.flush(5.0)
+            _ask(tracer, clock, messages)
         assert step_content(path, "acme", "S1", 1)["prefix_step"] == 0   # the usual extension, before the delete
         assert delete_sessions(path, [("acme", "S1")]) == 2
-        ctx = tracer.begin("acme", {"x-session-id": "S1"}, {"model": "tiny", "messages": list(THIRD)})
-        clock.advance(1.0)
-        tracer.end(ctx, OK)
-        assert tracer.flush(5.0)
+        _ask(tracer, clock, THIRD)
     finally:
         tracer.stop()
     [kept] = list_steps(path, "acme", "S1")["data"]
     content = step_content(path, "acme", "S1", kept["index"])
     assert (content["num_prefix_messages"], content["prefix_step"]) == (0, None)
     assert content["new_messages"] == THIRD
-    lines = [json.loads(line) for line in export_lines(path, "acme", "S1")][1:]
-    assert [line.get("messages") for line in lines] == [THIRD]
+    assert _exported_messages(path) == [THIRD]
 
 
 def test_a_step_after_the_delete_never_extends_another_gateways_step_stored_where_its_prefix_was(tmp_path):
@@ -55,14 +60,10 @@ def test_a_step_after_the_delete_never_extends_another_gateways_step_stored_wher
     path = tmp_path / "traces.sqlite3"
     other = [{"role": "system", "content": "agent Y"}, {"role": "user", "content": "Y question"}]
     try:
-        for tracer, messages in ((a, FIRST), (None, None), (b, other), (a, SECOND)):
-            if tracer is None:
-                assert delete_sessions(path, [("acme", "S1")]) == 1
-                continue
-            ctx = tracer.begin("acme", {"x-session-id": "S1"}, {"model": "tiny", "messages": list(messages)})
-            clock.advance(1.0)
-            tracer.end(ctx, OK)
-            assert tracer.flush(5.0)
+        _ask(a, clock, FIRST)
+        assert delete_sessions(path, [("acme", "S1")]) == 1
+        _ask(b, clock, other)
+        _ask(a, clock, SECOND)
     finally:
         a.stop()
         b.stop()
@@ -71,5 +72,4 @@ def test_a_step_after_the_delete_never_extends_another_gateways_step_stored_wher
     assert step_content(path, "acme", "S1", steps[0]["index"])["new_messages"] == other   # B's, at the freed index
     content = step_content(path, "acme", "S1", steps[1]["index"])
     assert (content["num_prefix_messages"], content["prefix_step"], content["new_messages"]) == (0, None, SECOND)
-    lines = [json.loads(line) for line in export_lines(path, "acme", "S1")][1:]
-    assert [line.get("messages") for line in lines] == [other, SECOND]
+    assert _exported_messages(path) == [other, SECOND]
