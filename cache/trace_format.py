@@ -244,6 +244,10 @@ def _load(line: str, line_no: int) -> dict:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"line {line_no}: not JSON ({exc.msg})") from None
+    except ValueError:   # an integer past Python's 4,300 digits (QA202 F2)
+        raise TraceFormatError(f"line {line_no}: not a trace line (a number of over 4,300 digits)") from None
+    except RecursionError:
+        raise TraceFormatError(f"line {line_no}: not a trace line (JSON nested too deep)") from None
     if not isinstance(row, dict):
         raise TraceFormatError(f"line {line_no}: expected a JSON object")
     return row

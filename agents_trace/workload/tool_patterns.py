@@ -99,7 +99,7 @@ def _read_trajectories(path: str | Path) -> list[tuple[str, list[str]]]:
     """Every trajectory of one file; PatternFileError naming the file (and the line)."""
     trajectories = []
     try:
-        with open(path, encoding="utf-8") as stream:
+        with open(path, encoding="utf-8-sig") as stream:   # a leading byte-order mark read as the traces' readers do
             for line_no, line in enumerate(stream, start=1):
                 if line.strip():
                     trajectories.append(_trajectory(line, line_no))

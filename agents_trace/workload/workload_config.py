@@ -45,6 +45,9 @@ class WorkloadConfig:
         the flag (ValueError)."""
         token_counts = ("block_size", "tool_schema_tokens_per_tool", "max_context_tokens", "batch_prompt_tokens",
                         "batch_output_tokens")
+        for name in ("seed", "tool_seed"):   # Python's random seeds with |seed|: -N would repeat N (QA202 F3)
+            if (getattr(self, name) or 0) < 0:
+                raise ValueError(f"--{_flag(name)} must be 0 or more, not {getattr(self, name)}")
         for name in ("num_tenants", "num_sessions", *token_counts):
             least = 0 if name == "tool_schema_tokens_per_tool" else 1   # 0: a tenant without tool schemas
             if getattr(self, name) < least:

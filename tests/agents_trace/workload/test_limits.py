@@ -48,6 +48,8 @@ def _patterns():
     ({"batch_prompt_tokens": 10**12}, "--batch-prompt-tokens must be at most 10,000,000"),
     ({"batch_output_tokens": 10**12}, "--batch-output-tokens must be at most 10,000,000"),
     ({"num_tenants": 10**6, "num_sessions": 10**6}, "--tenants times --sessions must be at most 1,000,000"),
+    ({"seed": -7}, "--seed must be 0 or more, not -7"),   # Python's random would draw seed 7's (QA202 F3)
+    ({"tool_seed": -1}, "--tool-seed must be 0 or more, not -1"),
 ])
 def test_workload_config_refuses_knobs_past_their_range_naming_the_flag(knobs, message):
     with pytest.raises(ValueError) as error:

@@ -35,9 +35,11 @@ def test_learn_patterns_names_a_file_it_cannot_open(tmp_path):
         learn_patterns([binary])
 
 
-def test_learn_patterns_known_answer_on_good_lines(tmp_path):
+@pytest.mark.parametrize("bom", ["", "\ufeff"], ids=["plain", "byte-order-mark"])
+def test_learn_patterns_known_answer_on_good_lines(tmp_path, bom):
+    """A file saved with a UTF-8 byte-order mark reads as the trace readers read one (QA202 F4)."""
     path = tmp_path / "seq.jsonl"
-    path.write_text(GOOD_LINE + "\n" + GOOD_LINE)
+    path.write_text(bom + GOOD_LINE + "\n" + GOOD_LINE, encoding="utf-8")
     [patterns] = learn_patterns([path])
     assert patterns.domain == "fs" and patterns.tools == ["ls"]
     assert patterns.transitions == {"START": {"USER": 2}, "USER": {"ls": 2}, "ls": {"ASSISTANT_TEXT": 2},
