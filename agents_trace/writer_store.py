@@ -42,7 +42,7 @@ from typing import TypeVar
 
 from agents_trace.records import Step
 from agents_trace.spans import record_left_open_session_span, session_span_ids
-from agents_trace.step_numbering import SHARED_GAP_WINDOW, OpenSession, StoredResponse, with_shared_gap
+from agents_trace.step_numbering import SHARED_GAP_WINDOW, OpenSession, PlacedPrefix, StoredResponse, with_shared_gap
 from agents_trace.store import TraceStore
 from agents_trace.store_rows import GENERATED_NOTHING, SELECT_NAMED_SPAN, SET_SPAN, LeftOpenSpan, left_open_span
 from agents_trace.store_locks import is_store_busy, is_write_locked
@@ -54,12 +54,15 @@ ABANDONED_MARGIN_S = 60.0   # at most this past the idle timeout before another 
 DAMAGE_CHECK_INTERVAL_S = 60.0   # a reported damage is checked (O(store size)) at most this often
 
 T = TypeVar("T")
-SELECT_TOP_INDEX = "SELECT MAX(idx) FROM steps WHERE tenant = ? AND session = ?"   # (tenant, session)
+# (tenant, session): its last stored step's index and identity
+SELECT_TOP_STEP = ("SELECT idx, request_id, arrived_s FROM steps WHERE tenant = ? AND session = ? "
+                   "ORDER BY idx DESC LIMIT 1")
 # (tenant, session, SHARED_GAP_WINDOW, ended from, ended until): its latest steps' responses ended then
 SELECT_RECENT_RESPONSES = (
-    "SELECT idx, ended_s, tool_calls, other_choices, gateway_started_s FROM (SELECT idx, ended_s, tool_calls, "
-    "other_choices, gateway_started_s, error, num_output_tokens FROM steps WHERE tenant = ? AND session = ? "
-    f"ORDER BY idx DESC LIMIT ?) WHERE ended_s >= ? AND ended_s <= ? AND NOT {GENERATED_NOTHING}")
+    "SELECT request_id, arrived_s, ended_s, tool_calls, other_choices, gateway_started_s FROM (SELECT request_id, "
+    "arrived_s, ended_s, tool_calls, other_choices, gateway_started_s, error, num_output_tokens, idx FROM steps "
+    f"WHERE tenant = ? AND session = ? ORDER BY idx DESC LIMIT ?) WHERE ended_s >= ? AND ended_s <= ? AND NOT "
+    f"{GENERATED_NOTHING}")
 
 
 @dataclass(slots=True)
@@ -152,30 +155,39 @@ class StoreUpkeep:
     def _with_shared_gap(self, step: Step, session: OpenSession) -> Step:
         """`step` (own index, before `with_stored_gap`) with its gap from the responses
         another writer stored (`with_shared_gap`) where its session is shared: the store's
-        highest index of the session is past `session.known_index` (then `is_shared`), or,
-        on the step that opened it, its last stored response ended after the one the
-        session table knew. Steps this writer stored (`placed`, or rows of its gateway's
-        start) count only as the response that asked for the calls a step answers. A
-        response another writer had not stored yet when the step is made is not seen."""
+        last step of the session is past `session.known_index`, or another than the one this
+        writer placed at its index (a delete freed it: QA203 F1) (then `is_shared`), or, on
+        the step that opened it, its last stored response ended after the one the session
+        table knew. Steps this writer stored (the latest it placed, told by request id and
+        arrival, or rows of its gateway's start) count only as the response that asked for
+        the calls a step answers. A response another writer had not stored yet when the
+        step is made is not seen."""
         prev_ended_s = step.prev_ended_s
         if self.store is None or prev_ended_s is None:
             return step
         key = (step.tenant, step.session)
+        mine = {session.placed[own]: placed for own, placed in session.placed_steps.items() if own in session.placed}
         if not session.is_shared and (session.stored_ended_s is None or session.stored_ended_s <= prev_ended_s):
             top = self._on_store("reading the trace store",
-                                 lambda store: store.db.execute(SELECT_TOP_INDEX, key).fetchone()[0], None)
-            if top is None or top <= session.known_index:
+                                 lambda store: store.db.execute(SELECT_TOP_STEP, key).fetchone(), None)
+            if top is None:
+                return step
+            index, request_id, arrived_s = top
+            placed_there = mine.get(index)
+            if index <= session.known_index and (placed_there is None
+                                                 or placed_there == PlacedPrefix(request_id, arrived_s)):
                 return step
             session.is_shared = True
         rows = self._on_store("reading the trace store", lambda store: store.db.execute(
             SELECT_RECENT_RESPONSES, (*key, SHARED_GAP_WINDOW, prev_ended_s, step.arrived_s)).fetchall(), [])
-        own_indexes = set(session.placed.values())
+        own_steps = set(mine.values())
         own_started_s = self.store.gateway_started_s
         is_answering = bool(step.after.tools)
         return with_shared_gap(step, [StoredResponse(
             ended_s, _call_ids(calls, choices) if is_answering else frozenset(),
-            index in own_indexes or (own_started_s is not None and started_s == own_started_s))
-            for index, ended_s, calls, choices, started_s in rows])
+            PlacedPrefix(request_id, arrived_s) in own_steps or (own_started_s is not None
+                                                                  and started_s == own_started_s))
+            for request_id, arrived_s, ended_s, calls, choices, started_s in rows])
 
     def _end_abandoned(self) -> None:
         """End in the store the sessions other writers left open (see the module's docstring)."""

@@ -9,6 +9,7 @@ import pytest
 
 from agents_trace.records import StepResult, ToolCall
 from agents_trace.step_queries import list_steps
+from agents_trace.store_delete import delete_sessions
 
 from tests.agents_trace.helpers import ManualClock, idle_out, make_tracer, run_scripted_session, tool_call_message
 from tests.agents_trace.test_store_shared_writers import _ask
@@ -132,6 +133,26 @@ def test_a_gateway_resuming_a_session_the_other_served_since_counts_from_the_oth
         steps = list_steps(a.store_path, "acme", "alt")["data"]
         assert steps[2]["prev_ended_s"] == steps[1]["ended_s"]
         assert steps[2]["gap_s"] == pytest.approx(62.0)
+    finally:
+        a.stop()
+        b.stop()
+
+
+@pytest.mark.parametrize("plan", ["a b a D b a", "a a D b a"])
+def test_after_a_delete_a_step_counts_from_the_other_gateways_reply_at_a_freed_index(tmp_path, clock, plan):
+    """QA203 F1: a delete frees the indexes; B's reply stored at one A once held is B's,
+    not A's: A's next step counts its gap from it, though the store's last index is not
+    past those A knew."""
+    (a, _), (b, _) = _two_gateways(tmp_path, clock)
+    try:
+        messages = [{"role": "user", "content": "plan a trip"}]
+        for letter in plan.split():
+            if letter == "D":
+                delete_sessions(a.store_path, [("acme", "alt")])
+            else:
+                _ask(a if letter == "a" else b, clock, messages, session="alt")
+        *_, before, last = list_steps(a.store_path, "acme", "alt")["data"]
+        assert last["gap_s"] == 1.0 and last["prev_ended_s"] == before["ended_s"]
     finally:
         a.stop()
         b.stop()
