@@ -121,7 +121,7 @@ def find_damage(path: Path, first_read: str = "SELECT 1 FROM sqlite_master LIMIT
     try:
         if not path.is_file():
             return None
-        probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        probe = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=0)   # locked: at once
     except (OSError, sqlite3.Error):
         return None
     try:

@@ -201,3 +201,23 @@ def test_a_directory_is_never_set_aside(tmp_path):
     with pytest.raises(IsADirectoryError, match="is a directory, not a file; left where it is"):
         set_aside(kept, "the tenants' spent tokens", "could not be read")
     assert (kept / "inside").is_dir() and [p.name for p in tmp_path.iterdir()] == ["state"]
+
+
+def test_the_read_only_checks_answer_a_file_another_connection_holds_locked_at_once(tmp_path):
+    """`find_damage` (config check's) and the open's probe leave a locked file to its
+    owner's opening at once, not after SQLite's 5 s default busy wait each (QA203 F7)."""
+    import time
+
+    from cache.damaged_files import _is_database, find_damage
+
+    path = tmp_path / "held.sqlite3"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        began_s = time.monotonic()
+        assert find_damage(path) is None and _is_database(path)
+        assert time.monotonic() - began_s < 2.5   # not waited out (5 s each before)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
