@@ -241,7 +241,7 @@ def model_config(table: dict, index: int) -> ModelConfig:
         config = UpstreamModelConfig(
             name=name, litellm_model=litellm_model, passthrough=passthrough,
             api_base=take(table, "api_base", str, where),
-            api_base_env=take(table, "api_base_env", str, where),
+            api_base_env=key_setting(table, "api_base_env", where, is_list=False),
             api_key_env=key_setting(table, "api_key_env", where, is_list=False),
             timeout_s=float(positive(take(table, "timeout_s", (int, float), where, 600.0), f"{where}.timeout_s")),
             max_context_tokens=positive(take(table, "max_context_tokens", int, where),

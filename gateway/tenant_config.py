@@ -105,16 +105,18 @@ def _limits(table: dict, where: str) -> LimitsConfig:
     return LimitsConfig(**values)
 
 
-KEY_IN_PLACE_OF_NAME = ("an entry looks like an API key itself (not shown): api_key_env takes the names of "
-                        "environment variables holding keys")
+KEY_IN_PLACE_OF_NAME = {   # a setting naming environment variables -> what it takes
+    "api_key_env": "api_key_env takes the names of environment variables holding keys",
+    "api_base_env": "api_base_env takes the name of an environment variable holding the endpoint"}
 
 
 def key_setting(table: dict, key: str, where: str, *, is_list: bool = True) -> Any:
-    """`take_list` (or, not `is_list`, `take` of a string) of a setting naming keys
-    (`api_key_sha256`, `api_key_env`), but that a message about a wrong value never shows
-    the value when something in it looks like a key (`looks_like_key`: a key pasted where
-    its digest or its variable's name goes; QA199 F6), and that a variable's name that
-    looks like a key is refused without showing it."""
+    """`take_list` (or, not `is_list`, `take` of a string) of a setting naming keys or the
+    variables holding them or an endpoint (`api_key_sha256`, KEY_IN_PLACE_OF_NAME's), but
+    that a message about a wrong value never shows the value when something in it looks
+    like a key (`looks_like_key`: a key pasted where its digest or its variable's name goes;
+    QA199 F6, QA203 F6), and that a variable's name that looks like a key is refused
+    without showing it."""
     try:
         value = take_list(table, key, where) if is_list else take(table, key, str, where)
     except ConfigError as exc:
@@ -123,8 +125,9 @@ def key_setting(table: dict, key: str, where: str, *, is_list: bool = True) -> A
         shape = "a string or a list of strings" if is_list else "a string"
         raise ConfigError(f"{where}.{key} must be {shape} (its value is not shown: "
                           "an entry looks like an API key)") from None
-    if key == "api_key_env" and any(looks_like_key(name) for name in (value if is_list else [value or ""])):
-        raise ConfigError(f"{where}.api_key_env: {KEY_IN_PLACE_OF_NAME}")
+    if key in KEY_IN_PLACE_OF_NAME and any(looks_like_key(name) for name in (value if is_list else [value or ""])):
+        raise ConfigError(f"{where}.{key}: an entry looks like an API key itself (not shown): "
+                          f"{KEY_IN_PLACE_OF_NAME[key]}")
     return value
 
 
@@ -137,6 +140,8 @@ def parse_tenant(table: dict, index: int) -> TenantConfig:
         raise ConfigError(f"{where}.name {problem}")
     digests = key_setting(table, "api_key_sha256", where)
     for env_name in key_setting(table, "api_key_env", where):
+        if not env_name.strip():   # QA203 F8: "environment variable  is not set" named nothing
+            raise ConfigError(f"{where}.api_key_env: an entry is empty: {KEY_IN_PLACE_OF_NAME['api_key_env']}")
         if not os.environ.get(env_name, "").strip():
             value = os.environ.get(env_name)
             raise ConfigError(f"{where}: environment variable {env_name} " + (

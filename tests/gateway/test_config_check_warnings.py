@@ -106,3 +106,22 @@ def test_an_upstream_models_key_in_place_of_its_variables_name_is_not_shown(tmp_
                                  "api_key_env takes the names of environment variables holding keys")
     status, out, err = _check(capsys, path, "--json")
     assert status == 2 and PASTED_KEY not in out + err and "SECRET3" not in out + err
+
+
+def test_an_upstream_models_key_in_place_of_its_endpoint_variable_is_not_shown(tmp_path):
+    """QA203 F6: `api_base_env` holding a key was printed whole in the start's warning."""
+    path = _file(tmp_path, f'[[models]]\nname = "up"\nkind = "upstream"\nlitellm_model = "openai/gpt-4o-mini"\n'
+                           f'api_base_env = "{PASTED_KEY}"\n' + TENANT)
+    with pytest.raises(ConfigError) as failed:
+        load_config(path)
+    assert str(failed.value) == ("models[0].api_base_env: an entry looks like an API key itself (not shown): "
+                                 "api_base_env takes the name of an environment variable holding the endpoint")
+
+
+def test_an_empty_key_variable_name_is_said_so(tmp_path):
+    """QA203 F8: `api_key_env = ""` said "environment variable  is not set"."""
+    path = _file(tmp_path, TINY + '\n[[tenants]]\nname = "a"\napi_key_env = ["  "]\n')
+    with pytest.raises(ConfigError) as failed:
+        load_config(path)
+    assert str(failed.value) == ("tenants[0].api_key_env: an entry is empty: api_key_env takes the names of "
+                                 "environment variables holding keys")
