@@ -81,20 +81,22 @@ def _line_formatter(use_colors: bool | None):
     return LineFormatter(LINE_FORMAT, use_colors=use_colors)
 
 
-def line_handler(stream: TextIO) -> LogLinesHandler:
-    """A handler printing to `stream` as uvicorn's "default" handler does."""
+def line_handler(stream: TextIO, use_colors: bool | None = None) -> LogLinesHandler:
+    """A handler printing to `stream` as uvicorn's "default" handler does (`use_colors`:
+    None, as uvicorn decides by default; or as its `--use-colors` / `--no-use-colors` said)."""
     handler = LogLinesHandler(stream)
-    handler.setFormatter(_line_formatter(use_colors=None))   # None: as uvicorn decides
+    handler.setFormatter(_line_formatter(use_colors))
     handler.addFilter(LeftToRoot(stream))
     return handler
 
 
-def install_log_lines(level: str | int, stream: TextIO | None = None) -> tuple[LogLinesHandler, dict[str, int]]:
+def install_log_lines(level: str | int, stream: TextIO | None = None,
+                      use_colors: bool | None = None) -> tuple[LogLinesHandler, dict[str, int]]:
     """Print the records of SHOWN_LOGGERS (and those under them) at `level` ("info",
     "warning", ...: a `--log-level`; or a level number) and above on `stream` (default:
     sys.stderr) from now on, replacing any handler of this module's there. Gives the
     handler and each logger's level found (for `remove_log_lines`)."""
-    handler = line_handler(sys.stderr if stream is None else stream)
+    handler = line_handler(sys.stderr if stream is None else stream, use_colors)
     found_levels = {}
     for name in SHOWN_LOGGERS:
         logger = logging.getLogger(name)

@@ -232,7 +232,17 @@ def set_up_factory_logging() -> None:
     from gateway.log_lines import install_log_lines
 
     reports = logging.getLogger(REPORTS_LOGGER)
-    install_log_lines(reports.getEffectiveLevel())
+    install_log_lines(reports.getEffectiveLevel(), use_colors=uvicorn_use_colors())
     for kind in (StartReports, CutRequests):
         if not any(isinstance(each, kind) for each in reports.filters):
             reports.addFilter(kind())
+
+
+def uvicorn_use_colors() -> bool | None:
+    """Whether uvicorn's own lines are coloured, as its formatter settled it (`--use-colors`,
+    `--no-use-colors`, else a terminal's): None where its logging is not uvicorn's default."""
+    for handler in logging.getLogger("uvicorn").handlers:
+        use_colors = getattr(handler.formatter, "use_colors", None)
+        if isinstance(use_colors, bool):
+            return use_colors
+    return None

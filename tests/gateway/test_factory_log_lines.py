@@ -96,3 +96,15 @@ def test_under_uvicorns_factory_the_product_lines_print_at_its_log_level_and_a_s
                                                                 "file /srv/x: NotADirectoryError: [Errno 20] Not a "
                                                                 "directory")
     assert not reports.filter(logging.LogRecord(REPORTS, logging.ERROR, __file__, 0, STARTUP_FAILED, (), None))
+
+
+@pytest.mark.parametrize("use_colors", [True, False])
+def test_under_uvicorns_factory_the_product_lines_take_uvicorns_colour_choice(factory_config, capsys, use_colors):
+    """QA203 F5: `--use-colors` / `--no-use-colors` colour the product's lines as uvicorn's."""
+    import uvicorn
+
+    uvicorn.Config("gateway.app:build_app", factory=True, log_level="warning", use_colors=use_colors).load()
+    capsys.readouterr()
+    logging.getLogger("stepahead.gateway").warning("a warning")
+    line = capsys.readouterr().err
+    assert ("\x1b[" in line) is use_colors and line.endswith("a warning\n")
