@@ -64,6 +64,12 @@ def _found_yet(path: Path, session: str, tenant: str | None, *, store_was_missin
         raise
 
 
+def _identity(step: dict) -> tuple:
+    """What tells a stored step from another: its index, and (another gateway may store a
+    step under an index a delete freed between two polls: QA203 F3) its request and arrival."""
+    return step["index"], step.get("request_id"), step.get("arrived_s")
+
+
 def follow_session(path: Path, session: str, tenant: str | None, *, with_content: bool,
                    out: TextIO | None = None, note: TextIO | None = None, poll_s: float = POLL_S,
                    sleep: Callable[[float], None] = time.sleep) -> int:
@@ -83,7 +89,7 @@ def follow_session(path: Path, session: str, tenant: str | None, *, with_content
     session = found["session"]   # its own id: a decoded one must not find another session later
     steps = list(iter_session_steps(path, found["tenant"], session))
     print(session_text(found, steps, with_content=with_content), file=out, flush=True)
-    printed = {step["index"] for step, _ in steps}   # a set: concurrent steps of a session end out of order
+    printed = {_identity(step) for step, _ in steps}   # a set: concurrent steps of a session end out of order
     previous_output = steps[-1][1]["output"] if steps and steps[-1][1] else None
     if found["is_open"]:
         print(f"stepahead: following {session!r}: its new steps as they arrive (Ctrl+C stops)",
@@ -103,12 +109,12 @@ def follow_session(path: Path, session: str, tenant: str | None, *, with_content
             print(f"session {session!r} goes on", file=out, flush=True)
             printed, previous_output = set(), None   # every step stored now came after the delete
         for step, content in iter_session_steps(path, found["tenant"], session):
-            if step["index"] in printed:
+            if _identity(step) in printed:
                 continue
             print(step_line(step, found["started_s"]), file=out, flush=True)
             if with_content:
                 lines, previous_output = step_conversation(step, content, previous_output)
                 print("\n".join(lines), file=out, flush=True)
-            printed.add(step["index"])
+            printed.add(_identity(step))
     print(f"session {session!r} {state_of(found)}", file=out, flush=True)
     return 0

@@ -620,3 +620,46 @@ def test_show_follow_waits_out_a_delete_of_the_live_session_and_prints_the_steps
     after = text[text.index("goes on"):]
     assert "#1 request:\n  user: go\n  assistant: first\n  user: more\n" in after   # stored whole, shown whole
     assert text.rstrip().endswith("session 'live' ended (shutdown)")
+
+
+def test_show_follow_prints_a_step_stored_at_a_printed_index_a_delete_freed_between_two_polls(tmp_path):
+    """QA203 F3: the delete and another gateway's step under the freed index 0 fall within
+    one poll: that step is still printed (steps are told apart by request and arrival)."""
+    import io
+
+    from agents_trace.store_delete import delete_sessions
+    from agents_trace.traces_follow import follow_session
+
+    clock = ManualClock()
+    a, _ = make_tracer(tmp_path, clock)
+    clock.advance(1.0)
+    b, _ = make_tracer(tmp_path, clock)
+    path = tmp_path / "traces.sqlite3"
+
+    def step(tracer, reply: str) -> None:
+        ctx = tracer.begin("acme", {"x-session-id": "live"}, {"model": "tiny", "messages": [
+            {"role": "user", "content": reply}]})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=20, num_output_tokens=2, ttft_s=0.1, worker="w0",
+                                   finish_reason="stop", output_text=reply))
+        clock.advance(1.0)
+        assert tracer.flush()
+
+    step(a, "first")
+    waits = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 1:   # both between two polls
+            assert delete_sessions(path, [("acme", "live")]) == 1
+            step(b, "second")
+        elif len(waits) == 2:
+            a.stop()
+            b.stop()
+
+    out, note = io.StringIO(), io.StringIO()
+    assert follow_session(path, "live", None, with_content=False, out=out, note=note, poll_s=0.25,
+                          sleep=sleep) == 0
+    text = out.getvalue()
+    assert re.search(r"^0 +0\.000 +start ", text, re.M)   # A's step 0, in the session's table
+    assert len(re.findall(r"^#0  at ", text, re.M)) == 1   # then B's, under the same index
