@@ -20,7 +20,9 @@ HELP = {
         "counter", "Prompt tokens the session's previous prompt began with (traced local steps; "
                    "none on a model with prefix caching off)."),
     "stepahead_evicted_prefix_tokens_total": (
-        "counter", "Of those, tokens no longer cached when the step came: evicted while the session was away."),
+        "counter", "Of the prompt tokens the session's previous prompt began with "
+                   "(stepahead_prefix_from_previous_tokens_total), those no longer cached when the step came: "
+                   "evicted while the session was away."),
     "stepahead_tenant_active_requests": ("gauge", "Requests holding a concurrency slot."),
     "stepahead_tenant_queued_requests": ("gauge", "Requests waiting for a concurrency slot."),
     "stepahead_tenant_token_budget": ("gauge", "The tenant's token_budget (tenants with one)."),
@@ -34,8 +36,9 @@ HELP = {
         "gauge", "Worker fields that are levels now: readiness, requests in flight, running and waiting, "
                  "blocks per cache tier (tiers flattened)."),
     "stepahead_worker_counts_total": (
-        "counter", "Worker fields that count since the worker started (0 again after a restart): decode passes, "
-                   "tokens, evictions, the KV policy's pins and prefetches."),
+        "counter", "Worker fields that count since the worker started (0 again after a restart; num_restarts "
+                   "counts since the engine started): decode passes, tokens, evictions, the KV policy's pins and "
+                   "prefetches."),
     "stepahead_worker_tenant_info": ("gauge", "1 for each tenant a worker's cache holds or served."),
     "stepahead_worker_tenant_level": (
         "gauge", "Per-tenant levels of each worker's cache (its hot, host, reserved and pinned blocks among them)."),

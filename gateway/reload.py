@@ -112,8 +112,10 @@ def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
         for name, backend in state.backends.items():
             set_tenant_shares = getattr(backend, "set_tenant_shares", None)   # local models only
             if set_tenant_shares is not None:
-                log_notes(set_tenant_shares(weights, kv_shares, shares_changed))
-                applied_to.append(name)
+                notes = set_tenant_shares(weights, kv_shares, shares_changed)   # one for each changed field ignored
+                log_notes(notes)
+                if len(notes) < len(shares_changed):   # QA204 F2: "in force" said of none ignored
+                    applied_to.append(name)
     return ReloadReport(
         added=tuple(sorted(set(new_by_name) - set(old_by_name))),
         removed=tuple(sorted(set(old_by_name) - set(new_by_name))),

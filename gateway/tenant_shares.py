@@ -28,6 +28,14 @@ def kv_share_ignored(model: str, policy: str) -> str:
             "policy = \"predictive\" in [models.engine])")
 
 
+def weight_fixed(model: str) -> str:
+    return f"model {model!r}: tenants' weight is ignored ([models.engine] sets tenant_weights)"
+
+
+def kv_share_fixed(model: str) -> str:
+    return f"model {model!r}: tenants' kv_share is ignored ([models.engine] policy_options sets static_shares)"
+
+
 def log_notes(notes: list[str]) -> None:
     """Log the lines `with_tenant_shares` (at a start) or `apply_tenant_shares` (at a
     reload) gave, each a warning under the `stepahead:` prefix of the gateway's lines."""
@@ -42,12 +50,18 @@ def positive_shares(kv_shares: dict[str, float]) -> dict[str, float]:
 def with_tenant_shares(options: dict, weights: dict[str, float], kv_shares: dict[str, float],
                        model: str) -> tuple[FixedByEngineOptions, list[str]]:
     """Put the tenants' values into engine `options` (a policy named already) where the
-    options do not set them; what the options fix, and the lines to log."""
+    options do not set them; what the options fix, and the lines to log (a tenant's
+    weight or kv_share the options override, or a policy ignores, is said at the start
+    as at a reload: QA204 F2)."""
     policy_options = dict(options.get("policy_options") or {})
     fixed = FixedByEngineOptions(weight="tenant_weights" in options, kv_share="static_shares" in policy_options)
     if weights:
         options.setdefault("tenant_weights", weights)
     shares, notes = positive_shares(kv_shares), []
+    if fixed.weight and any(weight != 1.0 for weight in weights.values()):
+        notes.append(weight_fixed(model))
+    if shares and fixed.kv_share:
+        notes.append(kv_share_fixed(model))
     if shares and not fixed.kv_share:
         if options["policy"] == "predictive":
             policy_options["static_shares"] = shares
@@ -66,12 +80,11 @@ def apply_tenant_shares(engine, model: str, fixed: FixedByEngineOptions, weights
     if fixed.weight:
         weights = current_weights
         if "weight" in changed:
-            notes.append(f"model {model!r}: tenants' weight is ignored ([models.engine] sets tenant_weights)")
+            notes.append(weight_fixed(model))
     shares = positive_shares(kv_shares)
     if fixed.kv_share:
         if "kv_share" in changed:
-            notes.append(f"model {model!r}: tenants' kv_share is ignored ([models.engine] policy_options "
-                         "sets static_shares)")
+            notes.append(kv_share_fixed(model))
     elif engine.config.policy == "predictive":
         static = shares or None
     elif shares and "kv_share" in changed:

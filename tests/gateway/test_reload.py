@@ -86,7 +86,7 @@ def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path
     path.write_text(fixed + _tenant("a", "sk-a", "weight = 2.0\nkv_share = 0.5"))
     with caplog.at_level(logging.WARNING, logger="stepahead"):
         report = asyncio.run(reload_tenants(state, path))
-    assert report.shares_applied_to == ("tiny",)
+    assert report.shares_applied_to == ()   # neither took effect: the reload line says none in force (QA204 F2)
     assert engine.tenant_shares() == ({"a": 5.0}, None)
     assert [record.getMessage() for record in caplog.records] == [
         "stepahead: model 'tiny': tenants' weight is ignored ([models.engine] sets tenant_weights)",

@@ -19,8 +19,12 @@ def test_engine_options_win_and_a_policy_without_reservations_ignores_shares_say
     options = {"policy": "predictive", "tenant_weights": {"a": 9.0},
                "policy_options": {"static_shares": {"b": 0.5}}}
     fixed, notes = with_tenant_shares(options, WEIGHTS, SHARES, "m")
-    assert fixed == FixedByEngineOptions(weight=True, kv_share=True) and notes == []
+    assert fixed == FixedByEngineOptions(weight=True, kv_share=True)
+    assert notes == ["model 'm': tenants' weight is ignored ([models.engine] sets tenant_weights)",   # QA204 F2
+                     "model 'm': tenants' kv_share is ignored ([models.engine] policy_options sets static_shares)"]
     assert options["tenant_weights"] == {"a": 9.0} and options["policy_options"] == {"static_shares": {"b": 0.5}}
+    unset = {"policy": "predictive", "tenant_weights": {"a": 9.0}, "policy_options": {"static_shares": {"b": 0.5}}}
+    assert with_tenant_shares(unset, {"a": 1.0}, {"a": 0.0}, "m")[1] == []   # the tenants set neither
     lru = {"policy": "lru"}
     _, notes = with_tenant_shares(lru, {}, SHARES, "m")
     assert lru == {"policy": "lru"} and notes == [
