@@ -8,18 +8,26 @@
 const SVG_NS = "http://www.w3.org/2000/svg";
 const $ = (id) => document.getElementById(id);
 // Characters that would hide or reorder the text around them if shown as they are (a
-// tool output `invoice_\u202etxt.exe` reads backwards): C0 and C1 controls, the bidi
-// controls (U+061C, U+200E, U+200F, U+202A–U+202E, U+2066–U+2069) and the line and
-// paragraph separators. `visible` writes each as `stepahead traces` prints it (`\n`,
-// `\x1b`, `\u202e`); in content, JSON.stringify has escaped the C0 controls already and
-// `jsonVisible` writes the rest as JSON escapes (`\u202e`), so it stays valid JSON.
-const HIDDEN_CHARS = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
-const HIDDEN_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+// tool output `invoice_\u202etxt.exe` reads backwards), or hide themselves (`dup\u200b-id`
+// beside `dup-id`): those Python's `isprintable` refuses, as `stepahead traces` escapes
+// them (text_table.printable; QA205 F1): controls, format characters (bidi controls,
+// zero-width and invisible ones, U+FEFF), separators but the space, surrogates, private-use
+// and unassigned code points. `visible` writes each as `stepahead traces` prints it (`\n`,
+// `\x1b`, `\u202e`, `\U000e0001`); in content, JSON.stringify has escaped the C0 controls
+// already and `jsonVisible` writes the rest as JSON escapes (`\u202e`, a surrogate pair past
+// U+FFFF), so it stays valid JSON.
+const HIDDEN_CHARS = /(?! )[\p{C}\p{Z}]/gu;
+const HIDDEN_IN_JSON = /(?! )(?![\u0000-\u001f])[\p{C}\p{Z}]/gu;
 const NAMED_ESCAPES = { "\t": "\\t", "\n": "\\n", "\r": "\\r" };
-const hex = (ch, digits) => ch.charCodeAt(0).toString(16).padStart(digits, "0");
-const visible = (text) => String(text).replace(HIDDEN_CHARS,
-  (ch) => NAMED_ESCAPES[ch] || (ch.charCodeAt(0) < 0x100 ? "\\x" + hex(ch, 2) : "\\u" + hex(ch, 4)));
-const jsonVisible = (json) => json.replace(HIDDEN_IN_JSON, (ch) => "\\u" + hex(ch, 4));
+const hex = (code, digits) => code.toString(16).padStart(digits, "0");
+function escaped(ch) {
+  const code = ch.codePointAt(0);
+  return NAMED_ESCAPES[ch] || (code < 0x100 ? "\\x" + hex(code, 2) : code < 0x10000 ? "\\u" + hex(code, 4)
+                                                                                    : "\\U" + hex(code, 8));
+}
+const visible = (text) => String(text).replace(HIDDEN_CHARS, escaped);
+const jsonVisible = (json) => json.replace(HIDDEN_IN_JSON,
+  (ch) => Array.from({ length: ch.length }, (_, i) => "\\u" + hex(ch.charCodeAt(i), 4)).join(""));
 // `text` as `visible` writes it, each escape it wrote marked (`span.esc`, app.css), so an
 // escaped tab (`tab\there`, marked) never looks like a backslash and a `t` the text holds
 // (`tab\there` as typed, unmarked) (QA194 F3).
@@ -45,7 +53,7 @@ const showVisible = (node, text) => node.replaceChildren(...visibleNodes(text));
 function pastableId(id) {
   const text = String(id);
   if (!text.match(HIDDEN_CHARS)) return null;
-  const encoded = (ch) => { try { return encodeURIComponent(ch); } catch (_) { return "\\u" + hex(ch, 4); } };   // a lone surrogate
+  const encoded = (ch) => { try { return encodeURIComponent(ch); } catch (_) { return "\\u" + hex(ch.charCodeAt(0), 4); } };   // a lone surrogate
   return Array.from(text, (ch) => (ch >= " " && ch <= "~" && ch !== "%") ? ch : encoded(ch)).join("");
 }
 // Tool names longer than this are cut in the steps table ("…"), whole in the cell's
@@ -78,9 +86,11 @@ function el(tag, attrs, ...children) {
 }
 
 // A table cell of names (`nameParts`); when a name was cut, the whole text is its tooltip.
-function namesCell(attrs, text) {
+// (`mark`: the page's own text after the names, not escaped: a no-break space and a ✓)
+function namesCell(attrs, text, mark = "") {
   const { nodes, cut } = nameParts(text);
   const title = cut ? text + (attrs.title ? " — " + attrs.title : "") : attrs.title || "";
+  if (mark) nodes.push(document.createTextNode(mark));
   return el("td", { ...attrs, class: "text names" + (attrs.class ? " " + attrs.class : ""), title }, ...nodes);
 }
 

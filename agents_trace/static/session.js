@@ -125,7 +125,7 @@ function appendSteps(added) {
       namesCell({ title: f && !f.is_confident ? notConfident : "" },
         f ? `${f.predicted} (${percent(f.p_predicted)})` + (f.is_confident ? "" : " · not confident") : "—"),
       namesCell({ class: f ? (f.is_hit ? "hit" : "miss") : "" },   // a name and its mark on one line
-        f ? `${f.actual}\u00a0${f.is_hit ? "✓" : "✗"}` : "—"),
+        f ? f.actual : "—", f ? `\u00a0${f.is_hit ? "✓" : "✗"}` : ""),
       el("td", {}, f && f.eta_p50_s !== null ? `${fmtS(f.eta_p50_s)} (was ${fmtS(s.gap_s)})` : "—"),
       el("td", { class: "tools" }, s.error ? (s.error_message ? `${s.error}: ${s.error_message}` : s.error) : ""),
       el("td", { class: "text" }));

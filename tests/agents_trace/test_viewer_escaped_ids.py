@@ -102,3 +102,21 @@ def test_the_id_to_paste_is_the_x_session_id_the_gateway_sends(served, driver):
     got = driver.execute_script("return arguments[0].map(pastableId);", ids)
     assert got == [encode_header_id(i) for i in ids[:4]] + [None, None]
     assert [decode_header_id(text) for text in got[:4]] == ids[:4]
+
+
+def test_the_page_escapes_what_the_command_line_escapes(served, driver):
+    """QA205 F1: `dup\\u200b-id` and `dup-id\\u2060` showed as `dup-id` (zero-width and
+    other invisible characters were not escaped): `visible` (dom.js) now escapes exactly what
+    `stepahead traces` does (`text_table.printable`, Python's `isprintable`), and such an id
+    has an id to paste."""
+    from agents_trace.header_ids import encode_header_id
+    from agents_trace.text_table import printable, terminal_json
+    connect(driver, served, "k-acme")
+    ids = ["dup-id", "dup\u200b-id", "dup-id\u2060", "\ufeffbom", "nb\xa0sp", "soft\xadhyphen", "tag\U000e0001",
+           "private\ue000use", "bidi\u202eevil", "tab\there", "emoji 😀 é ü 漢字", "line\u2028sep"]
+    shown, pasted, json_shown = driver.execute_script(
+        "return [arguments[0].map(visible), arguments[0].map(pastableId),"
+        " arguments[0].map((i) => jsonVisible(JSON.stringify(i)))];", ids)
+    assert shown == [printable(i) for i in ids]
+    assert pasted == [None if i.isprintable() else encode_header_id(i) for i in ids]
+    assert json_shown == [terminal_json(i) for i in ids]   # content: the same JSON as `traces show --json`
