@@ -64,6 +64,7 @@ async def finish_batch(store: BatchStore, files: FileStore, batch: Batch, result
     batch.moved_to(final, clock())
     await store.put(batch)
     await store.drop_results(batch.id)
+    await store.drop_input(batch.id)   # its link to its input file (gateway/batch_input.py): it has ended
 
 
 def _expired(request: BatchLine | BatchRequest) -> dict:
@@ -168,13 +169,19 @@ async def _results_file(files: FileStore, batch: Batch, kind: str, data: bytes |
 
 async def input_to_go_on(store: BatchStore, files: FileStore, batch: Batch, cancelled: bool,
                          clock: Callable[[], float]) -> BatchInput | None:
-    """The input of a batch that goes on (after a restart, or cancelled while not
-    running), checked and held open (gateway/batch_input.py); None when it cannot and has
-    ended `failed`, with the files of what finished (its input file was deleted, or fails a
-    check added since it began). A `cancelled` one needs no requests: it ends with what
-    finished."""
+    """The input of a batch that starts after a wait or goes on (after a restart, or
+    cancelled while not running), checked and held open (gateway/batch_input.py): read
+    through its link to the file's bytes (`BatchStore.input_link`), so a file deleted since
+    the batch was made is still read (QA206 F1), else (no link could be made) the file by
+    its id; None when it cannot and has ended `failed`, with the files of what finished
+    (its input file was deleted, or fails a check added since it began). A `cancelled` one
+    needs no requests: it ends with what finished."""
     try:
-        batch_input, errors = await open_input(files, batch.tenant, batch.input_file_id, batch.endpoint)
+        try:
+            batch_input, errors = await asyncio.to_thread(BatchInput.opened, store.input_link(batch.id),
+                                                          batch.endpoint)
+        except FileNotFoundError:   # no link: the file by its id, while it is there
+            batch_input, errors = await open_input(files, batch.tenant, batch.input_file_id, batch.endpoint)
     except ApiError as error:
         if error.status != 404:
             raise

@@ -18,6 +18,13 @@ Invariants:
   so a model gone since (a restart without it) answers each line's 404 as before;
 - the requests read are those checked: a file's bytes never change (gateway/file_store.py);
   a line that no longer reads as its checked request raises `InputChanged`;
+- a batch's input survives its file's deletion from the batch's creation, whether it runs
+  at once or waits, and across a restart: the batch keeps a hard link to the file's bytes
+  (`link_input`, at `BatchStore.input_link`), read when it starts or goes on, removed when
+  it ends (gateway/batch_finish.py) or, for a batch that ended or has no record, at the
+  next start (`remove_stale_links`); where a link cannot be made (another file system,
+  one without hard links) the batch reads its file by id, as before (QA206 F1). A waiting
+  batch holds no descriptor, only its link;
 - opening, checking and reading are disk I/O: they run off the event loop.
 """
 from __future__ import annotations
@@ -27,11 +34,12 @@ import contextlib
 import mmap
 import os
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from agents_trace.json_text import loads_standard
+from cache.private_paths import make_private_dirs
 from gateway.batch_lines import BatchRequest, checked_lines
 from gateway.errors import model_not_found
 from gateway.file_records import file_not_found
@@ -69,6 +77,11 @@ class BatchInput:
     @classmethod
     def empty(cls) -> "BatchInput":
         return cls(None, [], None)
+
+    @property
+    def path(self) -> Path | None:
+        """Where the file was opened (None for an `empty` input), open or closed."""
+        return None if self.file is None else Path(self.file.name)
 
     @classmethod
     def opened(cls, path: Path, endpoint: str, served: Collection[str] | None = None
@@ -153,6 +166,41 @@ def unserved_model(model: str, line: int, served: Collection[str]) -> dict:
     request's own 404 (gateway/errors.py)."""
     return {"code": "model_not_found", "message": model_not_found(model, sorted(served)).message,
             "param": "body.model", "line": line}
+
+
+def link_input(source: Path, link: Path) -> bool:
+    """Make `link` a hard link to the file at `source`, so its bytes outlive the file's
+    deletion; False, and nothing made, where that cannot be (EXDEV, EPERM, the file gone
+    already, ...): the batch then reads its file by id. Disk I/O: off the event loop."""
+    try:
+        make_private_dirs(link.parent)
+        link.unlink(missing_ok=True)   # (a batch's id names one link: never another batch's)
+        os.link(source, link)
+    except OSError:
+        return False
+    return True
+
+
+def drop_link(link: Path) -> None:
+    """Remove `link` (`link_input`) if there is one; one that cannot be is left to the next
+    start's `remove_stale_links`."""
+    try:
+        link.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def remove_stale_links(directory: Path, going_on: Callable[[], Collection[str]]) -> None:
+    """Remove the links in `directory` (`link_input`: named for their batches) of batches
+    not among `going_on()` (those not ended), read after the links are listed: a link made
+    meanwhile is of a batch recorded before, so it is kept."""
+    if not directory.is_dir():
+        return
+    links = [path for path in directory.iterdir() if path.is_file()]
+    kept = set(going_on())
+    for link in links:
+        if link.name not in kept:
+            link.unlink(missing_ok=True)
 
 
 async def open_input(files: FileStore, tenant: str, file_id: str, endpoint: str,

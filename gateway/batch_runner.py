@@ -22,8 +22,10 @@ Invariants:
   before it is sent; a batch of `TRIM_AFTER_LINES` or more gives its freed memory back as
   it ends (gateway/freed_memory.py);
 - a batch beyond its tenant's running places waits `validating` (its file checked, its
-  `total` known, nothing sent) and starts, oldest first, when one of the tenant's batches
-  stops running here; it waits so across a restart, and a cancel ends it at once;
+  `total` known, nothing sent, no file held open: its input is kept by a link to the file's
+  bytes, so a file deleted meanwhile is still read, gateway/batch_input.py) and starts,
+  oldest first, when one of the tenant's batches stops running here; it waits so across a
+  restart, and a cancel ends it at once;
 - a gateway stopped mid-batch goes on at its next start with the requests that have no
   result yet; batch requests are not agent steps, so they are not traced;
 - a batch whose results cannot be kept (a full disk) stops sending (gateway/batch_sending.py),
@@ -49,6 +51,7 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
@@ -133,7 +136,9 @@ class BatchRunner(BatchAdoption, BatchSending, BatchWaits):
 
     async def create(self, batch: Batch, served: Collection[str] | None = None) -> Batch:
         """Check the batch's input file (its model among `served`, when given) and start it, or
-        have it wait `validating` for a place (its file closed meanwhile); a bad file fails it at once."""
+        have it wait `validating` for a place (its file closed meanwhile); a bad file fails it at
+        once. A checked file's bytes are linked for the batch once its record is kept
+        (`BatchStore.keep_input`): it reads them when it starts or goes on, the file deleted or not."""
         batch_input, errors = await open_input(self.files, batch.tenant, batch.input_file_id, batch.endpoint, served)
         if errors:
             batch.errors = errors
@@ -142,18 +147,20 @@ class BatchRunner(BatchAdoption, BatchSending, BatchWaits):
             batch.total, batch.model = len(batch_input.lines), batch_input.model
             if self.places.try_hold(batch.tenant, batch.id):
                 batch.moved_to("in_progress", self.clock())
-            else:   # it waits `validating`: its file is opened again when it starts
+            else:   # it waits `validating`: its input (through its link) is opened again when it starts
                 batch_input.close()
-                batch_input = None
         try:
             await self.store.put(batch)
         except BaseException:
             self.places.release(batch.tenant, batch.id)
-            if batch_input is not None:
-                batch_input.close()
+            batch_input.close()
             raise
         if not errors:
-            self._launch(batch, batch_input)
+            try:   # (no link, False or the store stopping: it reads its file by id, as before links)
+                with contextlib.suppress(Exception):
+                    await self.store.keep_input(batch.id, batch_input.path)
+            finally:   # (its record is kept: it runs, or waits, even if this call was cancelled meanwhile)
+                self._launch(batch, None if batch.status == "validating" else batch_input)
         return batch
 
     async def cancel(self, batch: Batch) -> Batch:

@@ -22,6 +22,9 @@ Invariants:
   a key missing, a value of another type; a key it does not know is no fault, and is kept)
   is answered as absent: a 404, left out of lists, not run (so not rewritten: a newer
   version sharing the index still has it as it wrote it), with one warning (QA196 F1);
+- an unfinished batch may hold a hard link to its input file's bytes (`input_link`,
+  gateway/batch_input.py), removed when it ends (`drop_input`) and, at the start, for a
+  batch that ended or has no record (QA206 F1);
 - an index found damaged is set aside and a new one started: the results of the batches
   it recorded go to `batch_results/orphaned-<its UTC time>/` then, or at the next start,
   each under its batch's claim (never one a runner runs), with one warning
@@ -38,6 +41,7 @@ from pathlib import Path
 
 from cache.private_paths import make_private_dirs, private_opener
 from gateway.batch_index import ADDED_COLUMNS, SCHEMA, BatchIndexSweeps
+from gateway.batch_input import drop_link, link_input, remove_stale_links
 from gateway.batch_record import UNFINISHED, Batch, read_record, record_text
 from gateway.errors import ApiError
 from gateway.tenant_seq import next_seq, number_unnumbered
@@ -123,10 +127,21 @@ class BatchStore(BatchIndexSweeps):
         self._told_unreadable: set[tuple[str, str, str]] = set()   # (tenant, id, why) warned of, on the thread
         if root is not None:   # first on the thread: before any batch of this store runs
             self._thread.submit(self._sweep_unrecorded)
+            self._thread.submit(lambda: remove_stale_links(self.results_dir.parent / "batch_inputs", self._going_on))
 
     @property
     def results_dir(self) -> Path:
         return (self._root if self._temporary is None else self._temporary.path) / "batch_results"
+
+    def input_link(self, batch_id: str) -> Path:
+        """Where the batch's link to its input file is, while it has one (`keep_input`)."""
+        return self.results_dir.parent / "batch_inputs" / batch_id
+
+    def _going_on(self) -> set[str]:
+        """The ids of the batches not ended (one whose record holds no status included)."""
+        marks = ", ".join("?" * len(UNFINISHED))
+        return {batch_id for (batch_id,) in self._file.rows(
+            f"SELECT id FROM batches WHERE COALESCE({STATUS.format('record')}, 'validating') IN ({marks})", UNFINISHED)}
 
     def _put(self, batch: Batch) -> None:
         """Keep `batch`; a batch kept `cancelling` (by a gateway sharing this store) is not
@@ -267,6 +282,15 @@ class BatchStore(BatchIndexSweeps):
 
     async def drop_results(self, batch_id: str) -> None:
         await self._thread.call(self._drop_results, batch_id)
+
+    async def keep_input(self, batch_id: str, source: Path) -> bool:
+        """Link the batch's input file (at `source`) to `input_link`, after its record is put;
+        False where a link cannot be made (it then reads its file by id)."""
+        return await self._thread.call(link_input, source, self.input_link(batch_id), named="keep a batch's input")
+
+    async def drop_input(self, batch_id: str) -> None:
+        """Remove the ended batch's input link (one that cannot be, the next start removes)."""
+        await self._thread.call(drop_link, self.input_link(batch_id), named="drop a batch's input")
 
     def close(self) -> None:
         self._thread.close(self._file.close)

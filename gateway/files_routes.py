@@ -6,8 +6,10 @@ content `Range` outside the file too: file_ranges); a tenant never reaches anoth
 tenant's files (their ids answer 404); an upload past `[server] max_file_bytes` is a 413,
 and one that would bring its tenant's stored files past `[server] file_bytes_per_tenant`
 a 400 `file_storage_limit_exceeded` (gateway/file_quota.py), and nothing of either is
-kept: a body sent in chunks (no Content-Length) is read no further than the limit or
-the room its tenant has left; a number in the form is ASCII digits only. An upload sent
+kept; the limit is checked first (QA206 F2): a body declaring more than the limit is read
+(no further than it declares) even past the room, so a file past the limit is the 413;
+a body sent in chunks (no Content-Length) is read no further than the limit or the room
+its tenant has left (past the room, the 400); a number in the form is ASCII digits only. An upload sent
 with a `Content-Encoding` is a 415 `unsupported_content_encoding`, as a JSON body is (never
 read as if it were plain), and its media type is matched in any case. An upload whose
 body stalls past `[server] body_timeout_s` is a 408 `request_timeout` (gateway/body_timeout.py),
@@ -55,18 +57,22 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
     stored = await state.files.stored_bytes(tenant)
     with state.files.uploads.reserving(tenant, declared or 0) as reservation:
         room = cap - stored - reservation.others   # what the tenant's files and its other uploads leave
-        if declared is not None and declared > room + MULTIPART_SLACK_BYTES:
+        # a declared body past the limit (within the form's slack) may hold a file past it: it is
+        # read (no further than it declares), so the 413, the one the user must fix, is answered
+        # before the room is weighed (`files.add`; QA206 F2)
+        maybe_over_limit = declared is not None and declared > limit
+        if declared is not None and declared > room + MULTIPART_SLACK_BYTES and not maybe_over_limit:
             raise file_storage_full(cap, stored, declared, "this upload's body", reservation.others)
         closing = CloseDelimiterWatch.of(request.headers.get("content-type", ""))
         try:
             form = await limited_body(counted_body(request, lambda sent: state.files.uploads.grow(reservation, sent),
                                                    closing.feed if closing is not None else None),
-                                      min(limit, max(room, 0)) + MULTIPART_SLACK_BYTES
+                                      (limit if maybe_over_limit else min(limit, max(room, 0))) + MULTIPART_SLACK_BYTES
                                       ).form(max_files=1, max_fields=8)
         except BodyTimedOut:   # its body stalled: a 408 (the form's spooled parts are closed by its parser)
             raise
         except ApiError:   # past the limit or the room (with the form's slack): nothing more is read, nothing kept
-            raise (body_too_large(limit) if limit <= room
+            raise (body_too_large(limit) if limit <= room or maybe_over_limit
                    else file_storage_full(cap, stored, None, sending=reservation.others)) from None
         except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
             reason = getattr(exc, "detail", None) or getattr(exc, "message", None) or exc   # not "400: ..." (QA113)
