@@ -6,44 +6,20 @@ when the batch ends, and at the next start for a batch that ended or has no reco
 no link can be made the batch reads its file by id, as before."""
 import asyncio
 import errno
-import json
 import os
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
 
 from gateway.auth import KeyRing
 from gateway.batch_runner import BatchRunner
 from gateway.batch_store import Batch, BatchStore
 from gateway.config import TenantConfig
 from gateway.file_store import FileStore
-
-
-def _lines(name: str, count: int) -> bytes:
-    return "\n".join(json.dumps({"custom_id": f"{name}-{n}", "method": "POST", "url": "/v1/chat/completions",
-                                 "body": {"model": "m", "messages": [{"role": "user", "content": name}]}})
-                     for n in range(count)).encode()
-
-
-def _app(seen: list[str], go: asyncio.Event) -> Starlette:
-    async def chat(request: Request):
-        name = (await request.json())["messages"][0]["content"]
-        seen.append(name)
-        await go.wait()
-        return JSONResponse({"object": "chat.completion"})
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+from tests.gateway.test_batch_running_cap import _app, _create
 
 
 def _runner(store: BatchStore, files: FileStore) -> BatchRunner:
     return BatchRunner(store, files, lambda: KeyRing((TenantConfig("a", ()),)), concurrency=2,
                        running_per_tenant=lambda: 1)
-
-
-async def _create(runner: BatchRunner, files: FileStore, name: str) -> Batch:
-    upload = await files.add_bytes("a", f"{name}.jsonl", "batch", _lines(name, 3))
-    return await runner.create(Batch(name, "a", "/v1/chat/completions", upload.id, "24h", 0, 10**10))
 
 
 async def _until(runner: BatchRunner, batch_id: str, status: str, timeout_s: float = 3) -> Batch:
@@ -70,8 +46,8 @@ def test_a_waiting_batch_whose_input_is_deleted_runs_every_request_and_its_link_
         files = FileStore(tmp_path)   # as the app has them: the files and the batches in one directory
         runner = _runner(BatchStore(tmp_path), files)
         await runner.start(_app(seen, go))
-        first = await _create(runner, files, "batch_1")
-        waiting = await _create(runner, files, "batch_2")
+        first = await _create(runner, files, "a", "batch_1")
+        waiting = await _create(runner, files, "a", "batch_2")
         assert (first.status, waiting.status) == ("in_progress", "validating")
         await files.delete("a", waiting.input_file_id)   # "upload, create, delete the input"
         assert not (tmp_path / waiting.input_file_id).exists()
@@ -94,8 +70,8 @@ def test_inputs_deleted_before_a_restart_are_read_after_it(tmp_path):
         files = FileStore(tmp_path)
         runner = _runner(BatchStore(tmp_path), files)
         await runner.start(_app(seen, go))
-        running = await _create(runner, files, "batch_1")
-        waiting = await _create(runner, files, "batch_2")
+        running = await _create(runner, files, "a", "batch_1")
+        waiting = await _create(runner, files, "a", "batch_2")
         await asyncio.sleep(0.1)
         for batch in (running, waiting):
             await files.delete("a", batch.input_file_id)
@@ -145,8 +121,8 @@ def test_without_hard_links_a_batch_reads_its_file_by_id_as_before(tmp_path, mon
         files = FileStore(tmp_path)
         runner = _runner(BatchStore(tmp_path), files)
         await runner.start(_app(seen, go))
-        await _create(runner, files, "batch_1")
-        waiting = await _create(runner, files, "batch_2")
+        await _create(runner, files, "a", "batch_1")
+        waiting = await _create(runner, files, "a", "batch_2")
         assert waiting.status == "validating" and not runner.store.input_link("batch_2").exists()
         go.set()
         for name in ("batch_1", "batch_2"):
