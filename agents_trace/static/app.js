@@ -43,6 +43,19 @@ function setStatus(text) { showVisible($("status"), text || ""); }
 
 function apiKey() { return sessionStorage.getItem(KEY_STORAGE) || ""; }
 
+// The Authorization header for the key typed. A key with a character no header can carry
+// (past Latin-1, or a control character: a look-alike letter, a pasted typographic quote)
+// is never sent (fetch would throw "String contains non ISO-8859-1 code point"): the error
+// says it is an invalid key, in the gateway's words for a wrong one, and `badKey` makes
+// `route` forget the key's tenant as it does on a 401.
+function authorization() {
+  const odd = /[^\t\x20-\x7e\x80-\xff]/u.exec(apiKey());
+  if (!odd) return "Bearer " + apiKey();
+  const error = new Error(`Invalid API key provided: it holds "${odd[0]}", which no API key has (not sent).`);
+  error.badKey = true;
+  throw error;
+}
+
 // An API call's answer, whole (its body read), or an error: one that has not come in
 // FETCH_TIMEOUT_MS (a gateway that hangs) is aborted and fails, so nothing waits on it for
 // good (a Live refresh says why and the next tick asks again).
@@ -50,7 +63,7 @@ async function api(path) {
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), FETCH_TIMEOUT_MS);
   try {
-    const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() }, signal: abort.signal });
+    const response = await fetch(path, { headers: { Authorization: authorization() }, signal: abort.signal });
     if (!response.ok) {
       let message = response.statusText;
       try {
@@ -92,7 +105,7 @@ function dispositionName(header) {
 
 // `path` saved as the gateway names it (else as `name`)
 async function downloadFile(path, name) {
-  const response = await fetch(path, { headers: { Authorization: "Bearer " + apiKey() } });
+  const response = await fetch(path, { headers: { Authorization: authorization() } });
   if (!response.ok) { setStatus("Export failed: " + response.status); return; }
   const url = URL.createObjectURL(await response.blob());
   const link = el("a", { href: url, download: dispositionName(response.headers.get("content-disposition")) || name });
@@ -102,7 +115,8 @@ async function downloadFile(path, name) {
 
 // --- views --------------------------------------------------------------------------
 // Live: while a view's box is ticked and the tab visible, ask every LIVE_INTERVAL_MS.
-// A session (while open): see session.js `refreshLive` (before its last page, its
+// A session (open or ended: an ended one opens again when its agent goes on under its
+// id): see session.js `refreshLive` (before its last page, its
 // totals; on it, the steps after those shown). The list: its first pages merged into
 // the rows loaded, every page kept (list.js `refreshList`); the lines over the list
 // (its window's figures, the forecasters) every LIVE_FIGURES_INTERVAL_MS only, on a timer
@@ -117,7 +131,7 @@ async function downloadFile(path, name) {
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   const listLive = $("f-live").checked && !$("sessions-view").hidden;
-  if ($("live").checked && view.session && view.session.is_open && !$("session-view").hidden) {
+  if ($("live").checked && view.session && !$("session-view").hidden) {
     view.liveTimer = setInterval(() => liveTick(refreshLive), LIVE_INTERVAL_MS);
   } else if (listLive) {
     view.liveTimer = setInterval(() => liveTick(refreshList), LIVE_INTERVAL_MS);
@@ -181,9 +195,12 @@ async function route() {
     $("session-view").hidden = true;
     $("sessions").tBodies[0].replaceChildren();
     $("more-sessions").hidden = true;
-    if (error.status === 401) { view.me = null; $("who").textContent = ""; $("tracing-off").hidden = true; }
+    if (error.status === 401 || error.badKey) {
+      view.me = null; $("who").textContent = ""; $("tracing-off").hidden = true;
+    }
     setStatus(error.status === 404 ? "Session not found (or not visible to this key)."
-      : error.status ? `Error ${error.status}: ${error.message}` : `Error: ${error.message}`);
+      : error.status ? `Error ${error.status}: ${error.message}`
+      : error.badKey ? error.message : `Error: ${error.message}`);
   }
 }
 

@@ -237,13 +237,13 @@ async function loadSession(tenant, session, how, requestId = "") {
   // opened (from the list, a link, Back): the keyboard's focus on the view's heading, so
   // the next Tab goes on from there, not from the top of the page
   if (how === "open") $("session-title").focus({ preventScroll: Boolean(found) });
-  $("live-label").hidden = !view.session.is_open;
-  if (!view.session.is_open) $("live").checked = false;
   setStatus("");
   setLive();
 }
 
-// Live, every LIVE_INTERVAL_MS while the session is open. On its last page, the steps
+// Live, every LIVE_INTERVAL_MS while its box is ticked, the session open or ended: an
+// ended session opens again when its agent goes on under its id (after an idle end, a
+// restart), so Live stays available and on (QA205 F6). On its last page, the steps
 // after those shown are added. Before its last page (later steps wait behind "Load more
 // steps"), the summary and "Showing steps … of N" keep up, and new steps wait there too:
 // they come after those, in index order, so none is shown out of order or twice. A step
@@ -251,7 +251,8 @@ async function loadSession(tenant, session, how, requestId = "") {
 // shorter one that began after it) among or before those shown, or a session deleted and
 // begun again under its id, moves or replaces the last step shown: each refresh asks from
 // that step on (`sameStep`), and anything else there reloads the session (its first page,
-// or the one holding the outlined step), as does its end on its last page. A refresh that
+// or the one holding the outlined step), as does its end (or opening again) on its last
+// page; an ended session with nothing new costs one small request a tick. A refresh that
 // succeeds clears the status line: an error a refresh showed (the session deleted, the
 // gateway restarting) is over.
 async function refreshLive() {
@@ -265,7 +266,8 @@ async function refreshLive() {
   const page = detail.steps.data;
   const added = last ? page.slice(1) : page;
   const inPlace = !last || (page.length > 0 && sameStep(page[0], last));
-  if (inPlace && detail.session.num_steps === view.stepsEnd + added.length && detail.session.is_open) {
+  const sameState = detail.session.is_open === s.is_open && detail.session.end_reason === s.end_reason;
+  if (inPlace && detail.session.num_steps === view.stepsEnd + added.length && sameState) {
     if (!added.length) return;
     view.session = detail.session;
     view.steps = view.steps.concat(added);
@@ -290,11 +292,6 @@ async function refreshBeforeLastPage() {
   if (JSON.stringify(detail.session) === JSON.stringify(s)) return;   // nothing new
   view.session = detail.session;
   $("more-steps").hidden = !detail.steps.has_more;
-  renderSummary();
+  renderSummary();   // its end too: Live goes on (it may open again)
   renderStepsShown();
-  if (!view.session.is_open) {   // ended: nothing more will come
-    $("live-label").hidden = true;
-    $("live").checked = false;
-    setLive();
-  }
 }

@@ -1,7 +1,7 @@
 """What /ui's labels and lines say, in headless Chromium: the timeline's labels fit beside
 its bars whatever the tool names (cut with "…", whole in a tooltip, the numbers always
-whole), a cache-hit percent is the CLI's, a session says why it ended, and a damaged link
-says what is wrong with it."""
+whole), a cache-hit percent is the CLI's, a session says why it ended, a damaged link
+says what is wrong with it, and "From prev" says what it counts."""
 from __future__ import annotations
 
 import pytest
@@ -119,3 +119,14 @@ def test_a_link_whose_session_part_is_damaged_says_so(served, driver):
     assert "URI malformed" not in status
     assert status.startswith("Error: This link's session address is damaged") and "%E0%A4%A" in status
     assert not driver.find_element(By.ID, "session-view").is_displayed()
+
+
+def test_from_prevs_tooltip_says_it_counts_whole_record_blocks_so_cached_may_be_larger(served, driver):
+    """QA205 F2: From prev is measured on the prompt fingerprints' blocks, Cached on the
+    engine's smaller ones; the header must not say From prev is all the cache could keep."""
+    from agents_trace.prompt_blocks import RECORD_BLOCK_SIZE
+    connect(driver, served, "k-acme")
+    title = driver.execute_script("return [...document.querySelectorAll('#steps thead th')]"
+                                  ".find((h) => h.textContent === 'From prev').title")
+    assert f"whole {RECORD_BLOCK_SIZE}-token blocks" in title and "Cached" in title and "may be larger" in title
+    assert "could have kept" not in title

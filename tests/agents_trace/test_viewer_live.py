@@ -1,10 +1,12 @@
 """The viewer page as sessions change under it (headless Chromium): a live session page
-and list show new steps and sessions without a reload, and "Load more sessions" goes on
-after the last row shown whatever moved meanwhile."""
+and list show new steps and sessions without a reload, also a session that ended idle and
+goes on under its id, and "Load more sessions" goes on after the last row shown whatever
+moved meanwhile."""
 from __future__ import annotations
 
 from tests.agents_trace.browser import chromium_fixture, connect, page_fixture, wait_for  # noqa: F401 (fixtures)
-from tests.agents_trace.helpers import ManualClock, listed_sessions, make_tracer, run_scripted_session, viewer_app
+from tests.agents_trace.helpers import (ManualClock, idle_out, listed_sessions, make_tracer, run_scripted_session,
+                                        viewer_app)
 from tests.agents_trace.test_viewer_live_pages import delete_session, open_session_list
 from tests.agents_trace.test_viewer_page import KEYS
 from tests.gateway.serving import start_server
@@ -44,7 +46,47 @@ def test_a_live_session_page_shows_new_steps_as_they_arrive_and_keeps_open_messa
         assert "2 steps" in driver.find_element(By.ID, "session-summary").text
         tracer.stop()           # the gateway stops: the session ends, the page says so
         wait_for(driver, lambda d: d.find_element(By.ID, "session-summary").text.endswith("ended (shutdown)"))
-        assert not driver.find_element(By.ID, "live-label").is_displayed()
+        assert driver.find_element(By.ID, "live").is_selected()   # still on: a restart may go on with it (QA205 F6)
+    finally:
+        server.stop()
+        tracer.stop()
+
+
+def test_live_stays_on_when_a_session_ends_idle_and_shows_it_going_on_under_its_id(tmp_path, driver):
+    """QA205 F6: an idle end hid and cleared Live, so an agent going on after a wait longer
+    than the idle timeout (a person approving) was not followed until a reload."""
+    from selenium.webdriver.common.by import By
+
+    from agents_trace.records import StepResult
+
+    clock = ManualClock()
+    tracer, _ = make_tracer(tmp_path, clock, sweep_interval_s=0.02, session_idle_timeout_s=60.0)
+
+    def step() -> None:
+        ctx = tracer.begin("acme", {"x-session-id": "approval"},
+                           {"model": "tiny", "messages": [{"role": "user", "content": "go on"}]})
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=9, num_output_tokens=2, ttft_s=0.1, worker="w0",
+                                   finish_reason="stop", output_text="ok"))
+        assert tracer.flush(5.0)
+
+    def summary(d) -> str:
+        return d.find_element(By.ID, "session-summary").text
+
+    step()
+    server = start_server(viewer_app(tracer, KEYS))
+    try:
+        connect(driver, server.base_url, "k-acme")
+        driver.get(f"{server.base_url}/ui#/session/acme/approval")
+        wait_for(driver, lambda d: summary(d).endswith("· open"))
+        driver.find_element(By.ID, "live").click()
+        idle_out(tracer, clock, 61.0)
+        wait_for(driver, lambda d: summary(d).endswith("· ended (idle)"))
+        assert driver.find_element(By.ID, "live-label").is_displayed()
+        assert driver.find_element(By.ID, "live").is_selected()
+        step()   # the agent goes on under its id: the session opens again
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#steps tr.step-row")) == 2)
+        wait_for(driver, lambda d: summary(d).endswith("· open") and "2 steps" in summary(d))
     finally:
         server.stop()
         tracer.stop()

@@ -1,7 +1,7 @@
 """/ui's smaller usability points (QA155's notes, FI67): the id and agent filters both take
 part of the text in any case (in the API too) and the window's line says when it counts
-every session, tracing off is said, and the keyboard's focus follows a session opened from
-the list and back. One store, gateway and browser for the module (the browser tests are
+every session, tracing off is said, the keyboard's focus follows a session opened from
+the list and back, and a key no header can carry is said to be invalid. One store, gateway and browser for the module (the browser tests are
 the suite's slowest), the browser as a new one for each test; the column sort is
 test_viewer_list_sort.py, the context chart's refused prompts test_viewer_context_chart.py
 (each with a gateway and browser of its own from this module's fixtures)."""
@@ -167,6 +167,21 @@ def test_focus_moves_to_the_session_heading_and_back_to_its_link(gateway, driver
     driver.back()
     wait_for(driver, lambda d: d.execute_script(
         "const a = document.activeElement; return a.tagName === 'A' && a.textContent === 'gamma'"))
+
+
+def test_a_key_no_header_can_carry_is_an_invalid_key_and_never_sent(gateway, driver):
+    """QA205 F5: a key with a letter past Latin-1 made fetch throw, and its raw message
+    ("non ISO-8859-1 code point") showed; the tenant of the key before stayed shown."""
+    asked = "return performance.getEntriesByType('resource').filter((e) => e.name.includes('/v1/')).length"
+    before = driver.execute_script(asked)
+    driver.find_element("id", "api-key").send_keys("sk-\u043a\u043b\u044e\u0447")   # sk-ключ
+    driver.find_element("id", "connect").click()
+    status = wait_for(driver, lambda d: d.find_element("id", "status").text not in ("", "loading…") and
+                      d.find_element("id", "status").text)
+    assert status == 'Invalid API key provided: it holds "\u043a", which no API key has (not sent).'
+    assert driver.find_element("id", "who").text == ""   # forgotten, as after a 401
+    assert not driver.find_element("id", "sessions-view").is_displayed()
+    assert driver.execute_script(asked) == before
 
 
 def test_the_gateway_says_tracing_is_off_when_it_has_no_tracer():

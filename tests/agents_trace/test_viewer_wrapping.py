@@ -2,7 +2,8 @@
 a text cell that may break anywhere shrinks to one character in the table's layout, so at
 1280 px the steps table showed "get_weath|er ✓" in Predicted next and Actual, and at 800
 px the list showed a date as "12/6/2|026,". Ids without a place to break still wrap
-anywhere (test_viewer_addresses)."""
+anywhere (test_viewer_addresses). At a phone's width the sessions list scrolls in its own
+box, as the session's tables do, not the page (QA205 F4)."""
 from __future__ import annotations
 
 import pytest
@@ -80,3 +81,17 @@ def test_a_time_in_the_sessions_list_stays_whole_at_800_px(served, driver):
         const cell = document.querySelector('#sessions tbody tr').cells[column('sessions', 'Last active')];
         return [cell.textContent, brokenWords(cell)];""")
     assert broken == [], text
+
+
+def test_the_sessions_list_scrolls_in_its_own_box_not_the_page_at_a_phones_width(served, driver):
+    base_url = served
+    driver.set_window_size(390, 844)   # Chromium's narrowest window: an inner width of about 500 px
+    connect(driver, base_url, "k-acme")
+    wait_for(driver, lambda d: len(d.find_elements("css selector", "#sessions tbody tr")) == 1)
+    page, inner, table, box, box_shown, overflow = driver.execute_script("""
+        const table = document.getElementById('sessions'), box = table.parentElement;
+        return [document.documentElement.scrollWidth, innerWidth, table.offsetWidth, box.scrollWidth,
+                box.clientWidth, getComputedStyle(box).overflowX];""")
+    assert table > inner, (table, inner)   # too wide for the window: it has to scroll somewhere
+    assert page <= inner, (page, inner)    # not the page (the header, filters and figures stay put)
+    assert overflow == "auto" and box >= table > box_shown, (overflow, box, table, box_shown)
