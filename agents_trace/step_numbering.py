@@ -57,7 +57,9 @@ class OpenSession:
     of the session table's step 0. `known_index`: the highest stored index of the session
     this writer knows of (the last stored at the opening, then each it placed; -1: none);
     `is_shared` once a step of another writer was found stored past it, or a step moved
-    (`with_shared_gap`)."""
+    (`with_shared_gap`); `seen_data_version`: the store's
+    `PRAGMA data_version` when the session was last found not shared (unchanged since: no
+    other connection wrote, nothing to look up)."""
 
     span: Span | None
     index_offset: int
@@ -74,6 +76,7 @@ class OpenSession:
     stored_ended_s: float | None = None
     known_index: int = -1
     is_shared: bool = False
+    seen_data_version: int | None = None
 
     def place(self, own_index: int, asked: int, stored: int, step: Step | None = None) -> None:
         """A step of the session (`step`, where given) was stored under `stored` (it asked

@@ -251,6 +251,17 @@ class TraceStore:
             self.db.execute(REPLACE_CONTENT, stored)
         return index
 
+    def data_version(self) -> int | None:
+        """SQLite's `PRAGMA data_version` of this connection: it changes when another
+        connection commits (a gateway sharing the store, a delete); None where it cannot
+        be read (the store not open, or failing: the caller reads as if it changed)."""
+        if self._db is None:
+            return None
+        try:
+            return self._db.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.Error:
+            return None
+
     # --- retention -------------------------------------------------------------------
     def used_bytes(self) -> int:
         """The bytes of the main file's pages in use (its free pages and the WAL not counted)."""

@@ -166,18 +166,23 @@ class StoreUpkeep:
         if self.store is None or prev_ended_s is None:
             return step
         key = (step.tenant, step.session)
-        mine = {session.placed[own]: placed for own, placed in session.placed_steps.items() if own in session.placed}
         if not session.is_shared and (session.stored_ended_s is None or session.stored_ended_s <= prev_ended_s):
+            version = self.store.data_version()
+            if version is not None and version == session.seen_data_version:
+                return step   # no other connection wrote since the session was last found not shared
             top = self._on_store("reading the trace store",
                                  lambda store: store.db.execute(SELECT_TOP_STEP, key).fetchone(), None)
             if top is None:
+                session.seen_data_version = version
                 return step
             index, request_id, arrived_s = top
-            placed_there = mine.get(index)
+            placed_there = _placed_at(session, index)
             if index <= session.known_index and (placed_there is None
                                                  or placed_there == PlacedPrefix(request_id, arrived_s)):
+                session.seen_data_version = version
                 return step
             session.is_shared = True
+        mine = {session.placed[own]: placed for own, placed in session.placed_steps.items() if own in session.placed}
         rows = self._on_store("reading the trace store", lambda store: store.db.execute(
             SELECT_RECENT_RESPONSES, (*key, SHARED_GAP_WINDOW, prev_ended_s, step.arrived_s)).fetchall(), [])
         own_steps = set(mine.values())
@@ -255,3 +260,11 @@ def _call_ids(calls_json: str, choices_json: str) -> frozenset[str]:
         return frozenset(call[0] for call in calls if isinstance(call, list) and call and isinstance(call[0], str))
     except (ValueError, TypeError):
         return frozenset()
+
+
+def _placed_at(session: OpenSession, index: int) -> PlacedPrefix | None:
+    """The step this writer placed at stored `index`, among the latest it keeps, or None."""
+    for own, stored in session.placed.items():
+        if stored == index:
+            return session.placed_steps.get(own)
+    return None
