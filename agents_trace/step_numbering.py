@@ -76,7 +76,7 @@ class OpenSession:
     stored_ended_s: float | None = None
     known_index: int = -1
     is_shared: bool = False
-    seen_data_version: int | None = None
+    seen_data_version: tuple[int, int] | None = None
 
     def place(self, own_index: int, asked: int, stored: int, step: Step | None = None) -> None:
         """A step of the session (`step`, where given) was stored under `stored` (it asked

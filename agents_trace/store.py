@@ -66,7 +66,7 @@ _Moved = dict[tuple[str, str, int], int]   # (tenant, session, index asked for) 
 
 class TraceStore:
     __slots__ = ("path", "max_age_s", "max_bytes", "gateway_started_s", "num_set_aside", "num_reopened", "_db",
-                 "_identity", "_wal_to_truncate")
+                 "_num_opened", "_identity", "_wal_to_truncate")
 
     def __init__(self, path: Path, *, max_age_s: float, max_bytes: int,
                  gateway_started_s: float | None = None) -> None:
@@ -77,12 +77,14 @@ class TraceStore:
         self.num_set_aside = 0
         self.num_reopened = 0   # times the file was gone or replaced under an open store
         self._db: sqlite3.Connection | None = None
+        self._num_opened = 0   # connections opened: a data_version means something within one only
         self._identity: tuple[int, int] | None = None
         self._wal_to_truncate = False   # a retention pass removed data; its WAL is not cut yet
 
     def open(self) -> None:
         if self._db is None:   # a file whose schema SQLite finds damaged is set aside here
             self._db = surviving_damage(lambda: connect_writer(self.path), self._move_aside)
+            self._num_opened += 1
             self._db.execute(f"PRAGMA journal_size_limit = {WAL_KEPT_BYTES}")
             self._identity = file_identity(self.path)
 
@@ -251,14 +253,16 @@ class TraceStore:
             self.db.execute(REPLACE_CONTENT, stored)
         return index
 
-    def data_version(self) -> int | None:
-        """SQLite's `PRAGMA data_version` of this connection: it changes when another
-        connection commits (a gateway sharing the store, a delete); None where it cannot
-        be read (the store not open, or failing: the caller reads as if it changed)."""
+    def data_version(self) -> tuple[int, int] | None:
+        """SQLite's `PRAGMA data_version` of the open connection, with which connection it
+        is (a store opened again, set aside or replaced under it, has another: the values of
+        two connections never compare, QA207 F1): it changes when another connection commits
+        (a gateway sharing the store, a delete); None where it cannot be read (the store not
+        open, or failing: the caller reads as if it changed)."""
         if self._db is None:
             return None
         try:
-            return self._db.execute("PRAGMA data_version").fetchone()[0]
+            return self._num_opened, self._db.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.Error:
             return None
 

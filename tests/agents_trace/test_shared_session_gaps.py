@@ -156,3 +156,23 @@ def test_after_a_delete_a_step_counts_from_the_other_gateways_reply_at_a_freed_i
     finally:
         a.stop()
         b.stop()
+
+
+def test_a_store_replaced_under_both_gateways_still_counts_from_the_other_gateways_reply(tmp_path, clock):
+    """QA207 F1: the store's files deleted under A and B (each starts a new one there);
+    a data_version of the old connection is never compared with the new one's: A's step
+    after B's reply counts from it."""
+    (a, _), (b, _) = _two_gateways(tmp_path, clock)
+    try:
+        messages = [{"role": "user", "content": "plan a trip"}]
+        for tracer in (a, a):
+            _ask(tracer, clock, messages, session="alt")
+        for suffix in ("", "-wal", "-shm"):
+            (tmp_path / f"traces.sqlite3{suffix}").unlink(missing_ok=True)
+        for tracer in (a, b, a):
+            _ask(tracer, clock, messages, session="alt")
+        *_, before, last = list_steps(a.store_path, "acme", "alt")["data"]
+        assert last["gap_s"] == 1.0 and last["prev_ended_s"] == before["ended_s"]
+    finally:
+        a.stop()
+        b.stop()
