@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from cache.damaged_files import connect_setting_aside_damaged, file_identity, is_damaged_database, \
+from cache.damaged_files import connect_setting_aside_damaged, file_identity, is_damaged_database, read_only_probe, \
     set_aside_opened_database, surviving_damage
 from cache.foreign_tables import ForeignTables, column_names, declared_tables, find_foreign_tables
 from cache.private_paths import make_private_dirs
@@ -118,7 +118,7 @@ class SqliteFile:
             return None
         declared = self._our_tables()
         try:
-            probe = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+            probe = read_only_probe(self.path)   # a locked file: None at once, as find_damage
         except sqlite3.Error:
             return None
         try:

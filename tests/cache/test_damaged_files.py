@@ -204,11 +204,13 @@ def test_a_directory_is_never_set_aside(tmp_path):
 
 
 def test_the_read_only_checks_answer_a_file_another_connection_holds_locked_at_once(tmp_path):
-    """`find_damage` (config check's) and the open's probe leave a locked file to its
-    owner's opening at once, not after SQLite's 5 s default busy wait each (QA203 F7)."""
+    """`find_damage` and `find_foreign_tables` (config check's) and the open's probe leave a
+    locked file to its owner's opening at once, not after SQLite's 5 s default busy wait
+    each (QA203 F7)."""
     import time
 
     from cache.damaged_files import _is_database, find_damage
+    from cache.sqlite_file import SqliteFile
 
     path = tmp_path / "held.sqlite3"
     holder = sqlite3.connect(path, isolation_level=None)
@@ -217,6 +219,7 @@ def test_the_read_only_checks_answer_a_file_another_connection_holds_locked_at_o
     try:
         began_s = time.monotonic()
         assert find_damage(path) is None and _is_database(path)
+        assert SqliteFile(path, "the test file", "CREATE TABLE IF NOT EXISTS t (x);").find_foreign_tables() is None
         assert time.monotonic() - began_s < 2.5   # not waited out (5 s each before)
     finally:
         holder.execute("ROLLBACK")
