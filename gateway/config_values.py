@@ -12,6 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from agents_trace.config import toml_int_problem, unknown_key_problem
+from gateway.access_log import looks_like_key
 
 
 class ConfigError(ValueError):
@@ -86,4 +87,30 @@ def positive(value: float | int | None, what: str) -> Any:
     """`value` unless it is a number that is not > 0 (NaN included); None passes."""
     if value is not None and not value > 0:
         raise ConfigError(f"{what} must be > 0, not {value!r}")
+    return value
+
+
+KEY_IN_PLACE_OF_NAME = {   # a setting naming environment variables -> what it takes
+    "api_key_env": "api_key_env takes the names of environment variables holding keys",
+    "api_base_env": "api_base_env takes the name of an environment variable holding the endpoint"}
+
+
+def key_setting(table: dict, key: str, where: str, *, is_list: bool = True) -> Any:
+    """`take_list` (or, not `is_list`, `take` of a string) of a setting naming keys or the
+    variables holding them or an endpoint (`api_key_sha256`, KEY_IN_PLACE_OF_NAME's), but
+    that a message about a wrong value never shows the value when something in it looks
+    like a key (`looks_like_key`: a key pasted where its digest or its variable's name goes;
+    QA199 F6, QA203 F6), and that a variable's name that looks like a key is refused
+    without showing it."""
+    try:
+        value = take_list(table, key, where) if is_list else take(table, key, str, where)
+    except ConfigError as exc:
+        if not looks_like_key(str(exc)):
+            raise
+        shape = "a string or a list of strings" if is_list else "a string"
+        raise ConfigError(f"{where}.{key} must be {shape} (its value is not shown: "
+                          "an entry looks like an API key)") from None
+    if key in KEY_IN_PLACE_OF_NAME and any(looks_like_key(name) for name in (value if is_list else [value or ""])):
+        raise ConfigError(f"{where}.{key}: an entry looks like an API key itself (not shown): "
+                          f"{KEY_IN_PLACE_OF_NAME[key]}")
     return value

@@ -15,10 +15,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from gateway.config_values import ConfigError, check_toml_ints, positive, reject_unknown_keys, take
+from gateway.config_values import ConfigError, check_toml_ints, key_setting, positive, reject_unknown_keys, take
 from gateway.embedding_model import EmbeddingModelConfig, embedding_model_config
 from gateway.errors import ApiError
-from gateway.tenant_config import key_setting
 from shards.engine_options import EngineOptionError, check_engine_tables
 
 DEFAULT_LOCAL_MODEL = "smollm2"

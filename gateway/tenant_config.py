@@ -15,10 +15,9 @@ import os
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from gateway.access_log import looks_like_key
-from gateway.config_values import ConfigError, reject_unknown_keys, take, take_list, table_at
+from gateway.config_values import KEY_IN_PLACE_OF_NAME, ConfigError, key_setting, reject_unknown_keys, take, \
+    table_at
 
 TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
 TENANT_TIERS = ("default", "flex")
@@ -103,32 +102,6 @@ def _limits(table: dict, where: str) -> LimitsConfig:
     if values.get("max_queued") and values.get("max_concurrent") is None:
         raise ConfigError(f"{where}.max_queued needs max_concurrent: requests queue only for a concurrency slot")
     return LimitsConfig(**values)
-
-
-KEY_IN_PLACE_OF_NAME = {   # a setting naming environment variables -> what it takes
-    "api_key_env": "api_key_env takes the names of environment variables holding keys",
-    "api_base_env": "api_base_env takes the name of an environment variable holding the endpoint"}
-
-
-def key_setting(table: dict, key: str, where: str, *, is_list: bool = True) -> Any:
-    """`take_list` (or, not `is_list`, `take` of a string) of a setting naming keys or the
-    variables holding them or an endpoint (`api_key_sha256`, KEY_IN_PLACE_OF_NAME's), but
-    that a message about a wrong value never shows the value when something in it looks
-    like a key (`looks_like_key`: a key pasted where its digest or its variable's name goes;
-    QA199 F6, QA203 F6), and that a variable's name that looks like a key is refused
-    without showing it."""
-    try:
-        value = take_list(table, key, where) if is_list else take(table, key, str, where)
-    except ConfigError as exc:
-        if not looks_like_key(str(exc)):
-            raise
-        shape = "a string or a list of strings" if is_list else "a string"
-        raise ConfigError(f"{where}.{key} must be {shape} (its value is not shown: "
-                          "an entry looks like an API key)") from None
-    if key in KEY_IN_PLACE_OF_NAME and any(looks_like_key(name) for name in (value if is_list else [value or ""])):
-        raise ConfigError(f"{where}.{key}: an entry looks like an API key itself (not shown): "
-                          f"{KEY_IN_PLACE_OF_NAME[key]}")
-    return value
 
 
 def parse_tenant(table: dict, index: int) -> TenantConfig:
