@@ -30,12 +30,11 @@ REPLACE_CONTENT = ("INSERT OR REPLACE INTO step_content (tenant, session, idx, "
                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
 
 
-# the stored step (tenant, session, idx) never reached a model: its content may be cut
-SELECT_UNREACHED = f"SELECT 1 FROM steps WHERE tenant = ? AND session = ? AND idx = ? AND NOT {REACHED_MODEL_SQL}"
-# step (tenant, session, idx) of request id IS ?, arrived at ?, is stored with its content
-SELECT_PLACED_KEPT = ("SELECT 1 FROM steps s JOIN step_content c ON c.tenant = s.tenant AND c.session = s.session "
-                      "AND c.idx = s.idx WHERE s.tenant = ? AND s.session = ? AND s.idx = ? AND s.request_id IS ? "
-                      "AND s.arrived_s = ?")
+# the stored step (tenant, session, idx): whether it never reached a model (its content may
+# be cut), its request id and arrival (`PlacedPrefix`), whether its content is stored
+SELECT_PREFIX_STEP = (f"SELECT NOT {REACHED_MODEL_SQL}, s.request_id, s.arrived_s, c.idx IS NOT NULL FROM steps s "
+                      "LEFT JOIN step_content c ON c.tenant = s.tenant AND c.session = s.session AND c.idx = s.idx "
+                      "WHERE s.tenant = ? AND s.session = ? AND s.idx = ?")
 # a stored later step's content extends (tenant, session, idx after ?, prefix_step ?)
 SELECT_EXTENDED = "SELECT 1 FROM step_content WHERE tenant = ? AND session = ? AND idx > ? AND prefix_step = ? LIMIT 1"
 
@@ -51,12 +50,13 @@ def content_row(db: sqlite3.Connection, step: Step, content: CapturedContent, *,
     come), and a step that never reached a model that a stored later step extends already
     (that one ended first) keeps its own request whole."""
     key = (step.tenant, step.session)
-    if content.prefix_step is not None and (
-            db.execute(SELECT_UNREACHED, (*key, content.prefix_step)).fetchone()
-            or placed_prefix is not None and db.execute(
-                SELECT_PLACED_KEPT, (*key, content.prefix_step, placed_prefix.request_id,
-                                     placed_prefix.arrived_s)).fetchone() is None):
-        content = with_prefix(content, None)
+    if content.prefix_step is not None:
+        prefix = db.execute(SELECT_PREFIX_STEP, (*key, content.prefix_step)).fetchone()   # one lookup for both
+        is_unreached = prefix is not None and bool(prefix[0])
+        is_gone = placed_prefix is not None and (prefix is None or not prefix[3]
+                                                 or PlacedPrefix(prefix[1], prefix[2]) != placed_prefix)
+        if is_unreached or is_gone:
+            content = with_prefix(content, None)
     may_cut = reached_model(step) or db.execute(SELECT_EXTENDED, (*key, step.index, step.index)).fetchone() is None
     return content_values(step, step.index, content, may_cut=may_cut)
 
