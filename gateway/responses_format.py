@@ -86,9 +86,10 @@ class ResponsesRequest(BaseModel):
         return cls.model_fields[info.field_name].default if value is None else value
 
     def wants_logprobs(self) -> bool:
-        """Whether the text comes back with its tokens' log probabilities: when `include`
-        asks for them, or `top_logprobs` is set."""
-        return LOGPROBS_INCLUDE in (self.include or ()) or self.top_logprobs is not None
+        """Whether the text comes back with its tokens' log probabilities: only when `include`
+        asks for them, as at OpenAI (`top_logprobs` alone, which OpenAI's replies echo as 0,
+        sets how many alternatives each token lists then, and asks for nothing: QA209 F2)."""
+        return LOGPROBS_INCLUDE in (self.include or ())
 
     def conversation_id(self) -> str | None:
         """The conversation this response is part of (`conversation`: its id, or an object
@@ -279,13 +280,14 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
         sources += [("conversation" if request.conversation is not None else "previous_response_id",)] * len(history)
     messages += input_messages(request.input, sources)
     body: dict[str, Any] = {"model": request.model, "messages": messages, "stream": request.stream}
+    logprobs = request.wants_logprobs()
     if request.tools:
         body["tools"] = chat_tools(request.tools)
     optional = {"tool_choice": chat_tool_choice(request.tool_choice),
                 "parallel_tool_calls": request.parallel_tool_calls, "response_format": chat_response_format(request.text),
                 "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
                 "top_p": request.top_p, "metadata": request.metadata, "user": request.user,
-                "logprobs": True if request.wants_logprobs() else None, "top_logprobs": request.top_logprobs,
+                "logprobs": True if logprobs else None, "top_logprobs": request.top_logprobs if logprobs else None,
                 "service_tier": request.service_tier}
     body.update({k: v for k, v in optional.items() if v is not None})
     body.update(extras)   # never one of its keys: each is a Responses parameter or `MOVED`

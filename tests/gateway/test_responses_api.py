@@ -369,7 +369,9 @@ def test_include_logprobs_becomes_chat_logprobs():
     asked = to_chat_body(ResponsesRequest(model="m", input="x", include=["message.output_text.logprobs"],
                                           top_logprobs=3))
     assert asked["logprobs"] is True and asked["top_logprobs"] == 3
-    assert to_chat_body(ResponsesRequest(model="m", input="x", top_logprobs=0))["logprobs"] is True
+    for alone in (0, 5):   # QA209 F2: as at OpenAI, top_logprobs alone asks for no logprobs
+        assert not {"logprobs", "top_logprobs"} & set(to_chat_body(ResponsesRequest(model="m", input="x",
+                                                                                     top_logprobs=alone)))
     plain = to_chat_body(ResponsesRequest(model="m", input="x", include=["reasoning.encrypted_content"]))
     assert "logprobs" not in plain and "top_logprobs" not in plain
     assert renamed(ApiError(400, "x", param="logprobs")).param == "include"
@@ -393,6 +395,20 @@ def test_responses_logprobs_whole_and_streamed(client):
     assert [e.token for e in done.logprobs] == [e.token for e in part.logprobs]
     plain = client.responses.create(model="tiny", input="Hi there", max_output_tokens=6, temperature=0)
     assert plain.output[0].content[0].logprobs == [] and plain.top_logprobs is None
+
+
+def test_top_logprobs_alone_asks_for_no_logprobs_so_a_json_format_still_runs(client):
+    """QA209 F2: a client sending `top_logprobs` (OpenAI's replies echo 0) without `include`
+    gets no logprobs, and a JSON `text.format` or tools are not refused for them."""
+    reply = client.responses.create(model="tiny", input="Hi there", max_output_tokens=6, temperature=0,
+                                    top_logprobs=3)
+    assert reply.output[0].content[0].logprobs == [] and reply.top_logprobs == 3
+    shaped = client.responses.create(
+        model="tiny", input="json", max_output_tokens=20, top_logprobs=0,
+        text={"format": {"type": "json_schema", "name": "o", "strict": True, "schema": {
+            "type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"],
+            "additionalProperties": False}}})
+    assert shaped.status == "completed" and isinstance(json.loads(shaped.output_text)["x"], int)
 
 
 def test_input_tokens_are_counted_as_the_same_create_request_would_send(client):

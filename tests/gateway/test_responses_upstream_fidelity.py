@@ -220,6 +220,7 @@ def test_a_request_of_responses_parameters_only_carries_nothing_more():
     request = {"model": "m", "input": "hi", "instructions": "be brief", "max_output_tokens": 9, "temperature": 0.5,
                "top_p": 0.9, "metadata": {"a": "b"}, "user": "u", "store": True, "stream": True,
                "text": {"format": {"type": "json_object"}}, "top_logprobs": 2, "service_tier": "auto",
+               "include": ["message.output_text.logprobs"],
                "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
                "tool_choice": "auto", "parallel_tool_calls": False, "reasoning": {"effort": "low"},
                "prompt_cache_key": "k", "safety_identifier": "s", "truncation": "auto", "max_tool_calls": 2}
