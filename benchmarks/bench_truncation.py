@@ -28,12 +28,12 @@ KEY = "sk-bench-truncation"
 
 async def one_turn_at_a_time(cuts: TurnCuts, outcome_of):
     """The baseline: try 1, 2, 3, ... turns cut until one fits."""
-    for num_cut in range(1, len(cuts.ends) + 1):
+    for num_cut in range(1, cuts.num_cuts + 1):
         try:
             outcome = await outcome_of(num_cut)
         except ApiError as error:
             outcome = error
-        if not (isinstance(outcome, ApiError) and is_too_long(outcome)) or num_cut == len(cuts.ends):
+        if not (isinstance(outcome, ApiError) and is_too_long(outcome)) or num_cut == cuts.num_cuts:
             return num_cut, outcome
 
 

@@ -252,8 +252,8 @@ def _start_background(state: GatewayState, job: BackgroundJob, run: BackgroundRu
 async def prepared_chat(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
                          sources: list[tuple[str, ...]], tenant: str, response_id: str) -> tuple[dict, Prepared]:
     """(the chat body, the prepared request) a Responses request runs as on `backend`;
-    with `truncation: "auto"` its oldest turns are dropped until the prompt fits the
-    model's context (none when `max_output_tokens` alone fills it: the error names that,
+    with `truncation: "auto"` its oldest turns, then the last turn's oldest tool rounds
+    (responses_truncation.py), are dropped until the prompt fits the model's context (none when `max_output_tokens` alone fills it: the error names that,
     not the messages), from this prompt only: a response stores `chat_body` uncut (QA154).
     Errors name the Responses API's parameters (`sources`: per chat message, where from)."""
     async def prepared(num_cut: int) -> tuple[dict, Prepared]:
@@ -267,7 +267,7 @@ async def prepared_chat(state: GatewayState, backend: Backend, parsed: Responses
         return await prepared(0)   # (cuts nothing: `cuts` is not read)
     except ApiError as error:
         cuts = TurnCuts.of(chat_body["messages"]) if parsed.truncation == "auto" and is_too_long(error) else None
-        if cuts is None or not cuts.ends:
+        if cuts is None or not cuts.num_cuts:
             raise renamed(error, sources) from None
     num_cut, outcome = await fewest_turns_cut(cuts, prepared)
     if isinstance(outcome, ApiError):

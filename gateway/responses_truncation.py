@@ -1,11 +1,16 @@
 """`truncation: "auto"` of the Responses API: a conversation too long for the model's
-context loses its oldest turns, whole, until it fits (`responses_routes.prepared_chat`).
+context loses its oldest turns, whole, until it fits (`responses_routes.prepared_chat`);
+when the last turn alone is still too long — an agent loop: one user message, then tool
+round after tool round (QA209 F1) — its oldest tool rounds go next, after its opening
+message(s).
 
 Invariant: a turn is cut whole (from a user message through the message before the next
-one), so a tool call never loses its result, and the last turn is never cut. The fewest
-turns whose cut makes the prompt fit are found with O(log n) preparations (doubling, then
-halving), not one per turn: each preparation renders the whole conversation, so cutting
-one turn at a time took 48–57 s for 1,000 turns (QA141).
+one), and a tool round whole (an assistant message through the tool results after it, up
+to the next assistant message after a result), so a tool call never loses its result nor a
+result its call; the last turn's opening message(s) and its newest round are never cut.
+The fewest cuts that make the prompt fit are found with O(log n) preparations (doubling,
+then halving), not one per cut: each preparation renders the whole conversation, so
+cutting one turn at a time took 48–57 s for 1,000 turns (QA141).
 """
 from __future__ import annotations
 
@@ -34,22 +39,49 @@ def without(items: list, cut: slice) -> list:
 
 @dataclass(frozen=True, slots=True)
 class TurnCuts:
-    """Where the oldest turns of a conversation end. Invariant: cutting the `k` oldest
-    turns one `oldest_turn` at a time leaves `items[:first] + items[ends[k - 1]:]` (each
-    cut starts where the first did, at a user message, and ends before the next one)."""
+    """Where the oldest turns of a conversation end, then the last turn's tool rounds.
+    Invariant: cutting the `k` ≤ len(ends) oldest turns one `oldest_turn` at a time leaves
+    `items[:first] + items[ends[k - 1]:]` (each cut starts where the first did, at a user
+    message, and ends before the next one); cutting all of them and `r` rounds leaves
+    `items[:first] + items[last:head] + items[rounds[r - 1]:]`, where `last` is where the
+    last turn starts, `head` where its first round does, and `rounds` where each later
+    round starts (an assistant message right after a tool result). Each cut keeps a subset
+    of what the one before kept, so the prompt only shortens."""
     first: int
     ends: tuple[int, ...]
+    head: int = 0
+    rounds: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, messages: list[dict]) -> TurnCuts:
         cut = oldest_turn(messages)
-        if cut is None:
+        first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
+        if first is None:
             return cls(0, ())
-        return cls(cut.start, tuple(i for i in range(cut.start + 1, len(messages)) if messages[i].get("role") == "user"))
+        ends = () if cut is None else tuple(
+            i for i in range(cut.start + 1, len(messages)) if messages[i].get("role") == "user")
+        last = ends[-1] if ends else first
+        head = next((i for i in range(last + 1, len(messages)) if messages[i].get("role") == "assistant"), None)
+        if head is None:
+            return cls(first, ends)
+        rounds = tuple(i for i in range(head + 1, len(messages))
+                       if messages[i].get("role") == "assistant" and messages[i - 1].get("role") == "tool")
+        return cls(first, ends, head, rounds)
+
+    @property
+    def num_cuts(self) -> int:
+        """How many cuts there are to make: the turns before the last, then its rounds but the newest."""
+        return len(self.ends) + len(self.rounds)
 
     def kept(self, items: list, num_cut: int) -> list:
-        """`items` (the messages, or anything parallel to them) with the `num_cut` oldest turns cut."""
-        return items if num_cut == 0 else items[:self.first] + items[self.ends[num_cut - 1]:]
+        """`items` (the messages, or anything parallel to them) with the `num_cut` oldest
+        turns, then rounds, cut."""
+        if num_cut == 0:
+            return items
+        if num_cut <= len(self.ends):
+            return items[:self.first] + items[self.ends[num_cut - 1]:]
+        last = self.ends[-1] if self.ends else self.first
+        return items[:self.first] + items[last:self.head] + items[self.rounds[num_cut - len(self.ends) - 1]:]
 
 
 def is_too_long(error: ApiError) -> bool:
@@ -61,9 +93,9 @@ def is_too_long(error: ApiError) -> bool:
 async def fewest_turns_cut(cuts: TurnCuts,
                            outcome_of: Callable[[int], Awaitable[Outcome]]) -> tuple[int, Outcome | ApiError]:
     """(k, what `outcome_of(k)` gave: its value or the ApiError it raised) for the fewest
-    turns `k` ≥ 1 whose cut leaves no `is_too_long` error, or for k = all of them when
-    none does; as cutting one turn at a time would stop, while fewer turns cut leave the
-    prompt no shorter (each turn's cut only shortens it)."""
+    cuts `k` ≥ 1 (`TurnCuts.kept`) that leave no `is_too_long` error, or for k = all of
+    them when none does; as cutting one at a time would stop, while fewer cuts leave the
+    prompt no shorter (each cut only shortens it)."""
     outcomes: dict[int, Outcome | ApiError] = {}
 
     async def fits(num_cut: int) -> bool:
@@ -77,9 +109,9 @@ async def fewest_turns_cut(cuts: TurnCuts,
     too_long, probe = 0, 1   # too_long: the most turns known to leave the prompt too long
     while not await fits(probe):
         too_long = probe
-        if probe == len(cuts.ends):
+        if probe == cuts.num_cuts:
             return probe, outcomes[probe]
-        probe = min(2 * probe, len(cuts.ends))
+        probe = min(2 * probe, cuts.num_cuts)
     fitting = probe
     while fitting - too_long > 1:
         middle = (too_long + fitting) // 2

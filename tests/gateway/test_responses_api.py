@@ -299,38 +299,6 @@ def test_stored_responses_survive_a_gateway_restart(tmp_path):
         server.stop()
 
 
-def test_the_oldest_turn_is_whole_turns_after_the_system_messages():
-    from gateway.responses_truncation import oldest_turn, without
-
-    def without_oldest_turn(messages):
-        cut = oldest_turn(messages)
-        return None if cut is None else without(messages, cut)
-    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u1"},
-                {"role": "assistant", "content": None, "tool_calls": [call]},
-                {"role": "tool", "tool_call_id": "c1", "content": "r"}, {"role": "assistant", "content": "a1"},
-                {"role": "user", "content": "u2"}, {"role": "assistant", "content": "a2"},
-                {"role": "user", "content": "u3"}]
-    once = without_oldest_turn(messages)
-    assert [m["content"] for m in once] == ["s", "u2", "a2", "u3"]
-    twice = without_oldest_turn(once)
-    assert [m["content"] for m in twice] == ["s", "u3"]
-    assert without_oldest_turn(twice) is None  # the last turn is never dropped
-
-
-def test_truncation_auto_drops_the_oldest_turns_until_the_input_fits(client):
-    long_turn = "word " * 600  # 3,000 tokens for the tiny model's tokenizer
-    conversation = [{"role": "user", "content": long_turn}, {"role": "assistant", "content": "noted"},
-                    {"role": "user", "content": long_turn}, {"role": "assistant", "content": "noted"},
-                    {"role": "user", "content": long_turn + "Which word?"}]
-    with pytest.raises(openai.BadRequestError) as caught:
-        client.responses.create(model="tiny", input=conversation, max_output_tokens=2)
-    assert caught.value.code == "context_length_exceeded" and caught.value.param == "input"
-    reply = client.responses.create(model="tiny", input=conversation, max_output_tokens=2, truncation="auto")
-    assert reply.truncation == "auto" and reply.status in ("completed", "incomplete")
-    assert 6000 <= reply.usage.input_tokens <= 8192  # two of the three turns (9,000 tokens)
-
-
 def test_input_items_are_listed_with_ids_and_parts():
     from gateway.responses_objects import input_items
     as_text = input_items(ResponsesRequest(model="m", input="Hi"), "resp_abc")
@@ -507,51 +475,3 @@ def test_a_cancel_ends_the_item_being_written_before_response_cancelled():
     nothing = ResponsesStreamWriter("resp_y", request, created_at=1)   # cancelled while queued: no item
     assert [line for line in (nothing.queued() + nothing.cancelled()).split(b"\n") if line.startswith(b"event: ")] == [
         b"event: response.created", b"event: response.queued", b"event: response.cancelled"]
-
-
-def test_turn_cuts_leave_what_cutting_one_oldest_turn_at_a_time_leaves():
-    """Known answer and invariant: `TurnCuts.kept(k)` is `oldest_turn` cut k times, for
-    every k, on conversations with tool calls and system messages between turns."""
-    from gateway.responses_truncation import TurnCuts, oldest_turn, without
-    roles = ["system", "user", "assistant", "tool", "user", "system", "assistant", "user", "developer",
-             "assistant", "user", "assistant", "tool", "assistant", "user"]
-    messages = [{"role": role, "content": f"{role}{index}"} for index, role in enumerate(roles)]
-    cuts = TurnCuts.of(messages)
-    assert (cuts.first, cuts.ends) == (1, (4, 7, 10, 14))
-    one_at_a_time = messages
-    for num_cut in range(1, len(cuts.ends) + 1):
-        one_at_a_time = without(one_at_a_time, oldest_turn(one_at_a_time))
-        assert cuts.kept(messages, num_cut) == one_at_a_time
-    assert oldest_turn(one_at_a_time) is None   # only the last turn left
-    assert TurnCuts.of([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]).ends == ()
-
-
-@pytest.mark.parametrize("fits_from", [1, 2, 3, 5, 8, 13, 999, 1000, None])
-def test_the_fewest_turns_cut_are_found_in_logarithmically_many_tries(fits_from):
-    """Known answer: the smallest k whose cut fits (or all 1,000 turns' outcome when none
-    does), after at most 2 log2(1000) + 2 tries (cutting one at a time took k tries, each
-    rendering the whole conversation: QA141's 1,000 turns 48-57 s); a refusal other than
-    the context's at the first k that fits is that k's outcome, as one at a time."""
-    import asyncio
-
-    from gateway.errors import ApiError, invalid_request
-    from gateway.responses_truncation import TurnCuts, fewest_turns_cut
-    cuts, tries = TurnCuts(1, tuple(range(2, 1002))), []
-
-    async def outcome_of(num_cut: int):
-        tries.append(num_cut)
-        if fits_from is None or num_cut < fits_from:
-            raise invalid_request("too long", param="messages", code="context_length_exceeded")
-        if num_cut == fits_from == 13:
-            raise invalid_request("bad template", param="messages")
-        return f"cut {num_cut}"
-
-    num_cut, outcome = asyncio.run(fewest_turns_cut(cuts, outcome_of))
-    assert num_cut == (fits_from or 1000)
-    if fits_from is None:
-        assert isinstance(outcome, ApiError) and outcome.code == "context_length_exceeded"
-    elif fits_from == 13:
-        assert isinstance(outcome, ApiError) and outcome.message == "bad template"
-    else:
-        assert outcome == f"cut {fits_from}"
-    assert len(tries) <= 2 * 10 + 2 and len(set(tries)) == len(tries)
