@@ -25,6 +25,7 @@ from gateway.checkpoints import Checkpoints
 from gateway.directory_claim import DirectoryClaim, claim_directory
 from gateway.forecasting import GAPS_DIR, ForecastRelay
 from gateway.stderr_line import stderr_line
+from shards.transformers_names import LIBRARY_IMPORTS
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -47,7 +48,8 @@ def start_forecasting(tracer, backends: Mapping[str, object],
                if hasattr(getattr(b, "engine", None), "apply_forecast")}
     if tracer is None or not engines:
         return None
-    from agents_trace.predict.predictor import Predictor
+    with LIBRARY_IMPORTS:   # hmmlearn, scikit-learn, SciPy: never beside an embedding model's torch (QA208 F1)
+        from agents_trace.predict.predictor import Predictor
 
     directory = predictor_dir()
     try:

@@ -210,3 +210,27 @@ def test_a_gateway_that_found_the_directory_claimed_takes_it_once_the_other_is_g
     assert not restarted.claim.held and "warning: another gateway" in capsys.readouterr().err
     stop_forecasting(restarted)
     stop_forecasting(second)
+
+
+def test_the_forecasters_import_takes_the_lock_of_every_library_import(tmp_path, monkeypatch):
+    """QA208 F1: SciPy, imported for hmmlearn as the forecasters start, read a torch an
+    embedding model's thread was still importing and failed the start; the forecasters'
+    import takes the lock every off-thread import of transformers (and so torch) takes."""
+    import sys
+    from types import ModuleType, SimpleNamespace
+
+    from agents_trace.predict import predictor
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+    from shards.transformers_names import LIBRARY_IMPORTS
+    locked_while_imported = []
+
+    class Watched(ModuleType):
+        def __getattr__(self, name: str):
+            locked_while_imported.append(LIBRARY_IMPORTS.locked())
+            return getattr(predictor, name)
+    monkeypatch.setitem(sys.modules, predictor.__name__, Watched(predictor.__name__))
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
+    relay = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=RecordingEngine("predictive"))})
+    stop_forecasting(relay)
+    assert relay is not None and locked_while_imported and all(locked_while_imported)
+    assert not LIBRARY_IMPORTS.locked()
