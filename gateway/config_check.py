@@ -17,6 +17,7 @@ the later checks each add theirs (the models' check stops at its first model tha
 start). A file that loads and would start prints `FILE: ok` and a one-line summary, exit
 status 0. What the start only warns of is a `stepahead: warning: ...` line on stderr and
 fails nothing: an upstream model's unset `api_key_env`/`api_base_env` variable, tenants'
+names that differ only in letter case (`case_twin_warnings`: the check's own), tenants'
 kv_share ignored under a local model's policy (`with_tenant_shares`), an address in use
 now (a gateway serving it, to be restarted with this file, holds it), and each store
 SQLite finds damaged (the trace store, the responses', the conversations', the Files and
@@ -38,6 +39,7 @@ from typing import Any
 
 from agents_trace.config import TraceConfigError
 from gateway.config import ConfigError, GatewayConfig, LocalModelConfig, UpstreamModelConfig, load_config
+from gateway.tenant_config import case_twin_warnings
 
 BAD_CONFIG = "bad config: "   # the start's prefix (after "stepahead: ") of a file that does not load
 WARNING = "warning: "   # after "stepahead: ", what fails nothing: told apart from the errors' lines (QA199 F7)
@@ -99,7 +101,8 @@ def check_config_file(path: str, environ: Mapping[str, str] = os.environ) -> Con
     problem = local_model_problem(config)
     if problem:
         errors.append(problem)
-    warnings = [] if problem else tenant_share_warnings(config)
+    warnings = case_twin_warnings(tenant.name for tenant in config.tenants)
+    warnings.extend([] if problem else tenant_share_warnings(config))
     damaged: list[str] = []
     errors.extend(store_places_problems(config, environ, damaged))
     address, address_warnings = address_problems(config)

@@ -2,19 +2,23 @@
 
 Invariants: every record is frozen; API keys only ever exist here as sha256 hex digests
 (a key read from an environment variable is hashed at load time and the plaintext
-dropped); a limit of None means "unlimited", never 0 or -1 (0 is only where it means
-none: `max_queued`, `token_budget`); a tenant's name is never empty, only whitespace, or
-the reserved `unauthenticated`; no config error shows an `api_key_sha256` or
-`api_key_env` value that looks like a key (`looks_like_key`: a key pasted in place of its
-digest or its variable's name). gateway/config.py re-exports what is public here.
+dropped), never the digest of a key no request can present (`UNPRESENTABLE_DIGESTS`: the
+empty key's); a limit of None means "unlimited", never 0 or -1 (0 is only where it means
+none: `max_queued`, `token_budget`; a rate or a slot count is >= 1); a tenant's name is
+never empty, only whitespace, begun or ended by whitespace, or the reserved
+`unauthenticated` in any letter case; names are case-sensitive (`beta` and `Beta` are two
+tenants, which `config check` warns of: `case_twin_warnings`); no config error shows an
+`api_key_sha256` or `api_key_env` value that looks like a key (`looks_like_key`: a key
+pasted in place of its digest or its variable's name). gateway/config.py re-exports what is public here.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from gateway.config_values import KEY_IN_PLACE_OF_NAME, ConfigError, key_setting, reject_unknown_keys, take, \
     table_at
@@ -26,19 +30,41 @@ UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name befo
 
 def tenant_name_problem(name: str) -> str | None:
     """Why `name` cannot name a tenant, to follow where it stands (`tenants[0].name ...`):
-    empty or only whitespace, the reserved `unauthenticated`, or not Unicode text (a
-    command line's undecodable bytes); None when it can. `stepahead hash-key --tenant`
+    empty or only whitespace, whitespace before or after it (QA211 F1: `beta ` was a second
+    tenant that printed as `beta`), the reserved `unauthenticated` in any letter case, or
+    not Unicode text (a command line's undecodable bytes); None when it can. The name is
+    shown quoted (repr), so whitespace in it can be seen. `stepahead hash-key --tenant`
     asks this too."""
     if not name.strip():
         return "is required" if not name else f"{name!r} is only whitespace"
-    if name == UNAUTHENTICATED:
+    if name != name.strip():
+        return (f"{name!r} begins or ends with whitespace: remove it (names are compared exactly, so it would "
+                f"be a tenant apart from {name.strip()!r})")
+    if name.casefold() == UNAUTHENTICATED:
         return (f"{name!r} is reserved: the metrics name requests whose key is not checked yet (or failed) "
-                "so")
+                "so" + ("" if name == UNAUTHENTICATED else f" ({UNAUTHENTICATED!r}, in any letter case)"))
     try:
         name.encode()
     except UnicodeEncodeError:
         return f"{name!r} is not Unicode text (bytes that are not UTF-8)"
     return None
+
+
+def case_twin_warnings(names: Iterable[str]) -> list[str]:
+    """One warning for each set of tenant names that differ only in letter case (`beta`,
+    `Beta`), names quoted: they stay separate tenants (names are case-sensitive), but are
+    almost surely one tenant spelt twice (QA211 F1). Empty when there are none."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(name.casefold(), []).append(name)
+    warnings = []
+    for group in groups.values():
+        if len(set(group)) > 1:
+            quoted = [repr(name) for name in dict.fromkeys(group)]
+            warnings.append(f"tenants {', '.join(quoted[:-1])} and {quoted[-1]} differ only in letter case: they "
+                            "are separate tenants (names are case-sensitive), each with its own keys, limits "
+                            "and data")
+    return warnings
 
 
 def key_digest(api_key: str) -> str:
@@ -87,6 +113,10 @@ class TenantConfig:
 
 
 RATES_AND_SLOTS = ("requests_per_minute", "tokens_per_minute", "max_concurrent")   # limits with no 0
+# digest -> the key it is the digest of, which no request can present (`authenticate` strips a key; "" is a 401)
+UNPRESENTABLE_DIGESTS = MappingProxyType({
+    hashlib.sha256(b"").hexdigest(): "the empty key",   # `echo -n "$UNSET" | sha256sum`
+    hashlib.sha256(b"\n").hexdigest(): "a lone newline (the empty key, once stripped)"})   # `echo "$UNSET" | ...`
 
 
 def _limits(table: dict, where: str) -> LimitsConfig:
@@ -94,11 +124,11 @@ def _limits(table: dict, where: str) -> LimitsConfig:
     reject_unknown_keys(table, LimitsConfig.__slots__, where, "limit")
     values = {k: take(table, k, int, where) for k in table}
     for key, value in values.items():
-        if value is not None and value < 0:
-            raise ConfigError(f"{where}.{key} must be >= 0")
-        if value == 0 and key in RATES_AND_SLOTS:
+        if value is not None and value < 1 and key in RATES_AND_SLOTS:   # QA211 F3: -1 said ">= 0"
             raise ConfigError(f"{where}.{key} must be >= 1: 0 would turn every request away (to stop a tenant's "
                               "traffic, remove the tenant or set its token_budget = 0)")
+        if value is not None and value < 0:
+            raise ConfigError(f"{where}.{key} must be >= 0")
     if values.get("max_queued") and values.get("max_concurrent") is None:
         raise ConfigError(f"{where}.max_queued needs max_concurrent: requests queue only for a concurrency slot")
     return LimitsConfig(**values)
@@ -124,6 +154,10 @@ def parse_tenant(table: dict, index: int) -> TenantConfig:
         if not (isinstance(digest, str) and len(digest) == 64
                 and all(c in "0123456789abcdef" for c in digest.lower())):
             raise ConfigError(f"{where}.api_key_sha256 entries must be sha256 hex digests")
+        if digest.lower() in UNPRESENTABLE_DIGESTS:   # QA211 F2: a tenant that could never authenticate
+            raise ConfigError(f"{where}.api_key_sha256: an entry is the digest of "
+                              f"{UNPRESENTABLE_DIGESTS[digest.lower()]}: no request can present it "
+                              "(hashed an unset variable?)")
     if not digests:
         raise ConfigError(f"{where} has no API key (api_key_sha256 or api_key_env)")
     weight = float(take(table, "weight", (int, float), where, 1.0))

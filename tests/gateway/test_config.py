@@ -1,3 +1,4 @@
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -105,6 +106,25 @@ def _base(**tenant) -> dict:
      r"models\[1\].engine.tenant_weights.a\[1\] is past TOML's 64-bit"),
     # the name the metrics give requests whose key failed: a tenant so named would mix them in
     (lambda d: d["tenants"][0].update(name="unauthenticated"), r"tenants\[0\].name 'unauthenticated' is reserved"),
+    # QA211 F2: the digest of the empty key (an unset variable hashed) names a tenant no request can be
+    (lambda d: d["tenants"][0].update(api_key_sha256=[key_digest("k"), hashlib.sha256(b"").hexdigest()]),
+     r"^tenants\[0\].api_key_sha256: an entry is the digest of the empty key: no request can present it "
+     r"\(hashed an unset variable\?\)$"),
+    (lambda d: d["tenants"][0].update(api_key_sha256=hashlib.sha256(b"").hexdigest().upper()),
+     r"^tenants\[0\].api_key_sha256: an entry is the digest of the empty key: "),
+    (lambda d: d["tenants"][0].update(api_key_sha256=hashlib.sha256(b"\n").hexdigest()),
+     r"^tenants\[0\].api_key_sha256: an entry is the digest of a lone newline \(the empty key, once stripped\): "
+     r"no request can present it"),
+    # QA211 F3: a negative rate or slot count said ">= 0", and 0 is refused too
+    (lambda d: d["tenants"][0].update(limits={"requests_per_minute": -1}),
+     r"^tenants\[0\].limits.requests_per_minute must be >= 1: 0 would turn every request away"),
+    (lambda d: d["tenants"][0].update(limits={"tokens_per_minute": -5}),
+     r"^tenants\[0\].limits.tokens_per_minute must be >= 1: 0 would turn every request away"),
+    (lambda d: d["tenants"][0].update(limits={"max_concurrent": -2**63}),
+     r"^tenants\[0\].limits.max_concurrent must be >= 1: 0 would turn every request away"),
+    (lambda d: d["tenants"][0].update(limits={"max_queued": -1}), r"^tenants\[0\].limits.max_queued must be >= 0$"),
+    (lambda d: d["tenants"][0].update(limits={"token_budget": -1}),
+     r"^tenants\[0\].limits.token_budget must be >= 0$"),
 ])
 def test_parse_config_rejects_bad_input(change, needle):
     data = _base()

@@ -125,3 +125,19 @@ def test_an_empty_key_variable_name_is_said_so(tmp_path):
         load_config(path)
     assert str(failed.value) == ("tenants[0].api_key_env: an entry is empty: api_key_env takes the names of "
                                  "environment variables holding keys")
+
+
+def test_tenant_names_that_differ_only_in_letter_case_are_a_warning_naming_them_quoted(tmp_path, capsys):
+    """QA211 F1: `beta` and `Beta` stay two tenants (names are case-sensitive), but the
+    check says so."""
+    tenants = "".join(f'\n[[tenants]]\nname = "{name}"\napi_key_sha256 = ["{key_digest("sk-" + name)}"]\n'
+                      for name in ("beta", "a", "Beta", "BETA"))
+    path = _file(tmp_path, TINY + tenants)
+    warning = ("tenants 'beta', 'Beta' and 'BETA' differ only in letter case: they are separate tenants (names are "
+               "case-sensitive), each with its own keys, limits and data")
+    status, out, err = _check(capsys, path)
+    assert (status, err) == (0, f"stepahead: warning: {warning}\n")
+    assert out.startswith(f"{path}: ok\n")
+    status, out, _ = _check(capsys, path, "--json")
+    assert status == 0 and json.loads(out)["warnings"] == [warning]
+    assert _check(capsys, _file(tmp_path, TINY + TENANT))[::2] == (0, "")   # none alike: no warning

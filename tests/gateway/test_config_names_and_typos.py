@@ -5,6 +5,8 @@ upstream model's keys without `kind = "upstream"`; and a file saved with a UTF-8
 which loads."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from gateway.config import ConfigError, key_digest, load_config, parse_config
@@ -32,6 +34,34 @@ def test_a_tenant_name_of_whitespace_only_is_refused(name):
     with pytest.raises(ConfigError) as raised:
         parse_config(_data(tenant={"name": name}))
     assert str(raised.value) == f"tenants[0].name {name!r} is only whitespace"
+
+
+@pytest.mark.parametrize("name", ["beta ", " beta", "beta\n", "\tbeta", "beta\u3000", "unauthenticated "])
+def test_a_tenant_name_with_whitespace_around_it_is_refused_quoted(tmp_path, name):
+    """QA211 F1: `beta ` was a second tenant, printed as `beta`; by a file, as the start
+    and a SIGHUP reload read it (`load_config`)."""
+    path = tmp_path / "gw.toml"
+    path.write_text(MODEL + TENANT.replace('name = "a"', f"name = {json.dumps(name)}"), encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value) == (f"tenants[0].name {name!r} begins or ends with whitespace: remove it (names are "
+                                 f"compared exactly, so it would be a tenant apart from {name.strip()!r})")
+
+
+@pytest.mark.parametrize("name", ["UNAUTHENTICATED", "Unauthenticated", "unAuthenticated"])
+def test_the_reserved_name_is_refused_in_any_letter_case(tmp_path, name):
+    path = tmp_path / "gw.toml"
+    path.write_text(MODEL + TENANT.replace('name = "a"', f'name = "{name}"'), encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value) == (f"tenants[0].name {name!r} is reserved: the metrics name requests whose key is not "
+                                 "checked yet (or failed) so ('unauthenticated', in any letter case)")
+
+
+def test_names_that_differ_only_in_letter_case_are_two_tenants():
+    data = _data()
+    data["tenants"].append({"name": "A", "api_key_sha256": [key_digest("k2")]})
+    assert [tenant.name for tenant in parse_config(data).tenants] == ["a", "A"]
 
 
 @pytest.mark.parametrize("engine, good, message", [

@@ -13,7 +13,8 @@ from gateway.cli import main
 from gateway.config import load_config
 
 CONFIG = "[[models]]\nname = 'm'\nkind = 'local'\npath = 'tiny'\n"
-ODD_NAMES = ["bot\x7f", "a\x00b\x1fc", 'q"uo\\te', "tab\there", "line\nbreak\r", "café 中\u2028", "x\x08\x0c",
+# whitespace inside: around a name it is refused (QA211 F1), so "\r" and U+2028 stand within these
+ODD_NAMES = ["bot\x7f", "a\x00b\x1fc", 'q"uo\\te', "tab\there", "line\nbreak\rend", "café\u2028中", "x\x0c\x08",
              "c1\x9b[31m", "bidi\u202egnp.exe", "\ufeffzero\u200bwidth"]   # QA87: C1 and invisible ones written raw
 
 
@@ -32,6 +33,8 @@ def test_tables_for_odd_names_load_as_toml_and_as_a_config(monkeypatch, capsys, 
 
 @pytest.mark.parametrize("name, words", [
     ("unauthenticated", "'unauthenticated' is reserved"),
+    ("Unauthenticated", "'Unauthenticated' is reserved"),   # QA211 F1: in any letter case
+    (" beta", "' beta' begins or ends with whitespace"),
     ("   ", "'   ' is only whitespace"),
     ("", "is required"),
     ("caf\udce9", "is not Unicode text"),   # a Latin-1 byte of argv, as Python decodes it
