@@ -30,7 +30,7 @@ import aiohttp
 from agents_trace.replay.report import build_report, format_table, late_send_warning
 from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
 from agents_trace.replay.runner import (GatewayUnreachable, ModelNotServed, NoModelListed, ReplayOptions, last_due_s,
-                                        replay)
+                                        replay, sent_as_one_token)
 from agents_trace.replay.tenant_keys import tenant_keys_file, unknown_tenants_warning
 from cache.trace_format import TraceFormatError, TraceHeader, TraceRecord, read_trace
 from cache.trace_input import STDIN_PATH
@@ -72,6 +72,8 @@ def flag_error(args: argparse.Namespace) -> str | None:
     problem = base_url_problem(args.base_url)
     if problem is not None:
         return problem
+    if args.model is not None and not args.model.strip():
+        return f"--model must name a model (leave it out for the gateway's first), got {args.model!r}"
     if not math.isfinite(args.speed) or args.speed <= 0:
         return f"--speed must be positive and finite, got {args.speed}"
     for flag, value in (("--concurrency", args.concurrency), ("--limit", args.limit),
@@ -176,12 +178,16 @@ def _start(args: argparse.Namespace,
         records = records[: args.limit]
     planned.append(records)
     if not records:
-        print(f"error: {args.trace} holds no requests to replay", file=sys.stderr)
+        print(f"error: {'stdin' if args.trace == STDIN_PATH else args.trace} holds no requests to replay",
+              file=sys.stderr)
         return 2
     problem = too_long_problem(records, args.speed)
     if problem is not None:
         print(f"error: {args.trace}: {problem}", file=sys.stderr)
         return 2
+    raised = sent_as_one_token(records)
+    if raised:
+        print(f"stepahead replay: {raised} line(s) of 0 input or output tokens are sent as 1", file=sys.stderr)
     return header, records, ReplayOptions(
         base_url=args.base_url.rstrip("/").removesuffix("/v1"), api_key=args.api_key,
         tenant_keys=tenant_keys, model=args.model, speed=args.speed, concurrency=args.concurrency,

@@ -8,7 +8,9 @@ included, shows it is alive, and so does a probe that connects but gets no answe
 (a slow gateway is not a dead one). So transient
 errors and a slow gateway never stop a replay, and a dead one stops it about two seconds
 after the first request that could not connect, instead of pacing the rest of the trace
-through connection errors.
+through connection errors. While a probe runs no new request goes out (`before_send`):
+the requests the replay would send to a gateway that may be gone would only add
+connection errors of its own making to the report; those in flight still end as they do.
 """
 from __future__ import annotations
 
@@ -34,7 +36,9 @@ def not_answering(exc: BaseException) -> bool:
 @dataclass(slots=True)
 class GatewayWatch:
     """The replay's view of whether its gateway still answers. `answers` counts requests
-    that got an HTTP answer; one probe runs at a time, every failed request waiting on it."""
+    that got an HTTP answer; one probe runs at a time, every failed request waiting on it,
+    and every request about to be sent too (`before_send`). A probe's result is why the
+    replay stops (None: the gateway is alive), so every waiter raises the same GatewayStopped."""
 
     client: aiohttp.ClientSession
     base_url: str
@@ -52,14 +56,32 @@ class GatewayWatch:
 
     async def note_connection_error(self, error: str) -> None:
         """Called after a request failed on its connection; raises GatewayStopped when
-        the gateway no longer answers."""
+        the gateway no longer answers. A probe already running is waited on, not repeated."""
         if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(self._gone())
-        last_error = await asyncio.shield(self._probe)
-        if last_error is not None:
-            also = "" if last_error == error else f": {last_error}"
-            raise GatewayStopped(f"{error}; {len(PROBE_DELAYS_S)} probes of /v1/models over "
-                                 f"{sum(PROBE_DELAYS_S):g} s got no answer either{also}")
+            self._probe = asyncio.ensure_future(self._stopped(error))
+        await self._await_probe()
+
+    async def before_send(self) -> None:
+        """Called before each request is sent: waits for a probe in flight to end, then
+        returns when it found the gateway alive, or raises GatewayStopped when it found it
+        gone (so no request goes to a gateway being probed). No probe: returns at once."""
+        if self._probe is not None:
+            await self._await_probe()
+
+    async def _await_probe(self) -> None:
+        stopped = await asyncio.shield(self._probe)
+        if stopped is not None:
+            raise GatewayStopped(stopped)
+
+    async def _stopped(self, error: str) -> str | None:
+        """Why the replay stops (the request's `error` and what the probes got), or None
+        when the gateway showed it is alive."""
+        last_error = await self._gone()
+        if last_error is None:
+            return None
+        also = "" if last_error == error else f": {last_error}"
+        return (f"{error}; {len(PROBE_DELAYS_S)} probes of /v1/models over "
+                f"{sum(PROBE_DELAYS_S):g} s got no answer either{also}")
 
     async def _gone(self) -> str | None:
         """The last probe's connection error when no probe got an answer and no request

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from agents_trace.replay.client import RequestResult
+from agents_trace.text_table import display_width
 
 LATE_SEND_S = 0.1   # a request sent later than this after it was due counts as sent late
 
@@ -78,6 +79,19 @@ def late_send_warning(report: dict) -> str | None:
             "count from the send and leave that wait out: raise --concurrency or lower --speed")
 
 
+MAX_ERRORS_SHOWN = 10
+
+
+def error_counts(results: list[RequestResult]) -> list[dict]:
+    """The distinct error messages in the order they first happened (by when their
+    request was sent; ties in the order the results ended), at most MAX_ERRORS_SHOWN,
+    each `{"error": message, "count": requests that got it}`."""
+    counts: dict[str, int] = {}
+    for r in sorted((r for r in results if r.error), key=lambda r: r.sent_at_s):
+        counts[r.error] = counts.get(r.error, 0) + 1
+    return [{"error": error, "count": count} for error, count in list(counts.items())[:MAX_ERRORS_SHOWN]]
+
+
 def build_report(results: list[RequestResult], wall_s: float, num_planned: int | None = None,
                  interrupted: bool = False) -> dict:
     """The report of a replay. `num_planned` is given for an interrupted one: the
@@ -86,7 +100,9 @@ def build_report(results: list[RequestResult], wall_s: float, num_planned: int |
     were left out is not known (None). Per-step rows have no session times (None).
     `per_step` counts the steps of sessions alone: a line without a session (a batch line,
     a Mooncake line) is no step of one, so such lines get a row of their own,
-    `no_session` (present when there are any), and never swell "step 0"."""
+    `no_session` (present when there are any), and never swell "step 0". `error_samples`
+    (the distinct messages) and `error_counts` (each with its count) are in the order the
+    errors first happened (error_counts)."""
     by_tenant: dict[str, list[RequestResult]] = defaultdict(list)
     by_step: dict[int, list[RequestResult]] = defaultdict(list)
     sessionless: list[RequestResult] = []
@@ -96,11 +112,11 @@ def build_report(results: list[RequestResult], wall_s: float, num_planned: int |
             sessionless.append(r)
         else:
             by_step[r.step_index].append(r)
-    errors = sorted({r.error for r in results if r.error})[:10]
+    errors = error_counts(results)
     report = {"total": {**summarize(results), **send_lag(results)}, "wall_s": round(wall_s, 3),
               "per_tenant": {t: summarize(rs) for t, rs in sorted(by_tenant.items())},
               "per_step": {str(i): summarize(rs, sessions=False) for i, rs in sorted(by_step.items())},
-              "error_samples": errors}
+              "error_samples": [e["error"] for e in errors], "error_counts": errors}
     if sessionless:
         report["no_session"] = summarize(sessionless, sessions=False)
     if any(r.service_tier for r in results):   # agents' requests apart from a batch's
@@ -150,25 +166,26 @@ def format_table(report: dict) -> str:
     millisecond, inter-token latency in milliseconds, cached share in percent. A step row's
     session time is left out: its requests are one step of many sessions, not sessions.
     The group column is as wide as its longest label: every label is shown whole, so two
-    tenants (or tiers) never share a row's name."""
+    tenants (or tiers) never share a row's name; widths are terminal columns (a wide
+    character takes two: text_table.display_width), so the columns line up."""
     groups = [("total", report["total"], True)]
     groups += [(f"tenant {t}", s, True) for t, s in report["per_tenant"].items()]
     groups += [(f"tier {t}", s, True) for t, s in report.get("per_tier", {}).items()]
     groups += [(f"step {i}", s, False) for i, s in report["per_step"].items()]
     if "no_session" in report:
         groups.append(("no session", report["no_session"], False))
-    width = max([MIN_GROUP_WIDTH] + [len(name) + 1 for name, _, _ in groups])
+    width = max([MIN_GROUP_WIDTH] + [display_width(name) + 1 for name, _, _ in groups])
     header = f"{'group':<{width}}" + "".join(f"{h:>{w}}" for _, h, w, _ in _TABLE_COLUMNS)
     lines = [header, "-" * len(header)]
 
     def row(name: str, stats: dict, sessions: bool) -> str:
-        return f"{name:<{width}}" + "".join(
+        return name + " " * (width - display_width(name)) + "".join(
             _cell(stats[k] if sessions or k != "session_e2e_p50_s" else None, form, w)
             for k, _, w, form in _TABLE_COLUMNS)
 
     lines.extend(row(name, stats, sessions) for name, stats, sessions in groups)
-    if report["error_samples"]:
-        lines.append("errors: " + "; ".join(report["error_samples"]))
+    if report["error_counts"]:   # in the order they first happened, each with its count
+        lines.append("errors: " + "; ".join(f"{e['count']}× {e['error']}" for e in report["error_counts"]))
     if "interrupted" in report and report["interrupted"]["requests_left_out"] is None:
         lines.append("interrupted: stopped before the trace was read")
     elif "interrupted" in report:

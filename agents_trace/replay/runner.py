@@ -152,6 +152,13 @@ def step_hint(record: TraceRecord) -> dict | None:
     return hint or None
 
 
+def sent_as_one_token(records: list[TraceRecord]) -> int:
+    """How many lines `_body` sends with a count raised to 1, as a request needs one token
+    of each: a token-id prompt of 0 input tokens (prompts.py sends one token) or 0
+    output tokens (`max_tokens` 1). A line with `messages` sends them, whatever its count."""
+    return sum(1 for r in records if r.output_tokens == 0 or (r.input_tokens == 0 and not r.messages))
+
+
 def _body(record: TraceRecord, prompts: PromptBuilder, options: ReplayOptions, model: str,
           request_index: int | None = None) -> tuple[str, dict]:
     """The request a line becomes: its `messages` over chat, with its `tools` and
@@ -254,6 +261,7 @@ async def _run_groups(client: aiohttp.ClientSession, groups: list[list[tuple[int
             if record.session is not None:   # encoded as the gateway's answers are: any id, exactly
                 headers["x-session-id"] = encode_header_id(record.session + options.session_suffix)
             async with gate:
+                await watch.before_send()   # none sent while the gateway is probed (liveness.py)
                 started = time.perf_counter()
                 result = RequestResult(record.tenant, record.session, step_index, started - origin,
                                        service_tier=record.service_tier, send_lag_s=max(0.0, started - due))

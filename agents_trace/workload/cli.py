@@ -65,7 +65,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fixes each tool's median duration; workloads with the same tool seed are "
                              "other sessions of the same tenants (default: the --seed value)")
     parser.add_argument("-o", "--output", required=True, help="trace file to write ('-' for stdout)")
-    parser.add_argument("--patterns", nargs="*", default=None,
+    parser.add_argument("--patterns", nargs="+", default=None, metavar="FILE",
                         help="tool-sequence JSONL files to learn from (default: the packaged patterns)")
     for field in dataclasses.fields(WorkloadConfig):
         if field.name in ("num_tenants", "num_sessions", "seed", "tool_seed"):

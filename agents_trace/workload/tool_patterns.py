@@ -78,8 +78,8 @@ class PatternFileError(ValueError):
 
 
 def _trajectory(line: str, line_no: int) -> tuple[str, list[str]]:
-    """(domain, steps) of one `{"id", "domain", "steps": [...]}` line; ValueError naming
-    the line when it is not one."""
+    """(domain, steps) of one `{"id", "domain", "steps": [...]}` line, `steps` a non-empty
+    list of strings; ValueError naming the line when it is not one."""
     try:
         row = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -92,6 +92,8 @@ def _trajectory(line: str, line_no: int) -> tuple[str, list[str]]:
     domain = row.get("domain", "default")
     if not isinstance(domain, str):
         raise ValueError(f"line {line_no}: 'domain' must be a string")
+    if not steps:   # a session of no step: learned, it would make one-request sessions
+        raise ValueError(f"line {line_no}: 'steps' is empty (a recorded session has at least one step)")
     return domain, steps
 
 

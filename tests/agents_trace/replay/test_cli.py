@@ -29,6 +29,8 @@ from gateway.cli import main
     (["--max-output-tokens", "-1"], "--max-output-tokens must be at least 1, got -1"),
     (["--max-input-tokens", "0"], "--max-input-tokens must be at least 1, got 0"),
     (["--max-input-tokens", "-5"], "--max-input-tokens must be at least 1, got -5"),
+    (["--model", ""], "--model must name a model (leave it out for the gateway's first), got ''"),   # QA210 F5
+    (["--model", " \t"], "--model must name a model (leave it out for the gateway's first), got ' \\t'"),
 ])
 def test_replay_bad_flags_are_errors(tmp_path, capsys, flags, message):
     trace = tmp_path / "t.jsonl"

@@ -81,3 +81,26 @@ def test_a_long_trace_sped_up_to_under_a_day_or_cut_before_its_jump_is_replayed(
                            "--limit", "2"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(fake_gateway.bodies) == 2
+
+
+def test_an_empty_stdin_is_named_stdin():
+    """QA210 F5: not `error: - holds no requests to replay`."""
+    done = _replay("-", "http://127.0.0.1:9", stdin=b"")
+    assert done.returncode == 2 and done.stdout == b""
+    assert done.stderr.decode() == "error: stdin holds no requests to replay\n"
+
+
+def test_lines_of_0_input_or_output_tokens_are_sent_as_1_and_counted_on_stderr(tmp_path, fake_gateway):
+    """QA210 F3: a request needs one token of each; the replay says how many lines it raised."""
+    trace = tmp_path / "zero.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 0, "output_length": 0, "hash_ids": []}\n'
+                     '{"timestamp": 1, "input_length": 16, "output_length": 0, "hash_ids": [1]}\n'
+                     '{"timestamp": 2, "input_length": 16, "output_length": 3, "hash_ids": [2]}\n')
+    done = _replay(str(trace), fake_gateway.base_url)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.decode().splitlines()[0] == \
+        "stepahead replay: 2 line(s) of 0 input or output tokens are sent as 1"
+    sent = sorted((len(body["prompt"]), body["max_tokens"]) for body in fake_gateway.bodies)   # ms apart
+    assert sent == [(1, 1), (16, 1), (16, 3)]
+    done = _replay("-", fake_gateway.base_url, stdin=json.dumps(LINES[0]).encode() + b"\n")
+    assert done.returncode == 0 and b"are sent as 1" not in done.stderr   # none raised: no line

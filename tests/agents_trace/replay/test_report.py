@@ -79,3 +79,35 @@ def test_group_sessions_keeps_order_and_splits_sessionless():
     groups = group_sessions(records)
     assert [len(g) for g in groups] == [2, 1, 1]
     assert groups[0][1] == (2, records[2]) and groups[1] == [(1, records[1])]   # each with its index
+
+
+def test_errors_are_listed_in_the_order_they_first_happened_with_their_counts():
+    """QA210 F2: not in string order; by when each failed request was sent (the results
+    come in the order they ended), each message once, with how many requests got it."""
+    results = [RequestResult("a", None, 0, 2.0, error="HTTP 400: you requested 112886 tokens"),
+               RequestResult("a", None, 0, 0.5, error="ServerDisconnectedError: gone"),
+               RequestResult("a", None, 0, 1.0, error="HTTP 400: you requested 11382 tokens"),
+               RequestResult("a", None, 0, 3.0, error="ServerDisconnectedError: gone"),
+               RequestResult("a", None, 0, 4.0, ttft_s=0.1, e2e_s=0.2)]
+    results += [RequestResult("a", None, 0, 10.0 + i, error=f"HTTP 500: number {i}") for i in range(12)]
+    report = build_report(results, wall_s=30.0)
+    assert report["error_samples"][:3] == ["ServerDisconnectedError: gone", "HTTP 400: you requested 11382 tokens",
+                                          "HTTP 400: you requested 112886 tokens"]
+    assert len(report["error_samples"]) == 10 and report["error_samples"][-1] == "HTTP 500: number 6"
+    assert report["error_counts"][:2] == [{"error": "ServerDisconnectedError: gone", "count": 2},
+                                          {"error": "HTTP 400: you requested 11382 tokens", "count": 1}]
+    assert [e["error"] for e in report["error_counts"]] == report["error_samples"]
+    errors_line = next(line for line in format_table(report).splitlines() if line.startswith("errors: "))
+    assert errors_line.startswith("errors: 2× ServerDisconnectedError: gone; 1× HTTP 400: you requested 11382 "
+                                  "tokens; 1× HTTP 400: you requested 112886 tokens; 1× HTTP 500: number 0")
+    assert build_report([], 0.0)["error_counts"] == []
+
+
+def test_table_columns_line_up_after_a_tenant_name_of_wide_characters():
+    """QA210 F5: the group column counts terminal columns (中 takes two), not characters."""
+    from agents_trace.text_table import display_width
+
+    results = [RequestResult(name, "s1", 0, 0.0, ttft_s=0.5, e2e_s=1.0, prompt_tokens=100)
+               for name in ("té中" * 5, "plain")]
+    lines = format_table(build_report(results, wall_s=2.0)).splitlines()
+    assert len({display_width(line) for line in lines}) == 1

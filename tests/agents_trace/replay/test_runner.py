@@ -52,3 +52,53 @@ def test_last_due_follows_each_sessions_waits_and_each_open_lines_time():
     assert last_due_s(records) == (30.0, 3)   # then t - previous t (2 s): the open line at 130 s is last
     records[2].gap_s = 1e300   # a gap in the wrong unit
     assert last_due_s(records) == (1e300, 2)
+
+
+def test_a_gateway_that_stops_answering_gets_no_new_request_while_it_is_probed(monkeypatch):
+    """QA210 F1: once a request fails on its connection, no group sends until the probe
+    ends, so the report's errors are the requests the gateway itself failed (those in
+    flight when it went), not refusals the harness made during the probe. The lines, one
+    every 20 ms, would send about 20 during the 0.4 s probe."""
+    import asyncio
+    import threading
+    import time
+
+    from agents_trace.replay import liveness
+    from agents_trace.replay.runner import replay
+    from cache.trace_format import TraceHeader
+    from tests.agents_trace.replay.fake_gateway import start_fake_gateway
+
+    monkeypatch.setattr(liveness, "PROBE_DELAYS_S", (0.0, 0.2, 0.2))
+    gateway = start_fake_gateway()
+
+    def stop_after_first_request() -> None:
+        deadline = time.monotonic() + 10
+        while not gateway.bodies and time.monotonic() < deadline:
+            time.sleep(0.002)
+        gateway.stop()
+
+    threading.Thread(target=stop_after_first_request, daemon=True).start()
+    records = [TraceRecord(0.02 * i, 4, 1) for i in range(100)]
+    options = ReplayOptions(base_url=gateway.base_url, api_key="k", model="m", progress=False)
+    try:
+        outcome = asyncio.run(replay(records, TraceHeader(block_size=4), options))
+    finally:
+        gateway.stop()
+    errors = [r for r in outcome.results if r.error]
+    assert outcome.gateway_stopped is not None and "got no answer either" in outcome.gateway_stopped
+    # those in flight as it went (one or two, three on a loaded machine); the old code's 20 or so
+    assert 1 <= len(errors) <= 3, [r.error for r in errors]
+    assert len(outcome.results) <= len(errors) + 2   # the answered first request (and perhaps one more)
+
+
+def test_sent_as_one_token_counts_lines_of_0_input_or_output_tokens_but_not_a_chat_lines_input():
+    from agents_trace.replay.runner import sent_as_one_token
+
+    messages = [{"role": "user", "content": "hi"}]
+    records = [TraceRecord(0.0, 0, 0), TraceRecord(0.0, 0, 2), TraceRecord(0.0, 4, 0), TraceRecord(0.0, 4, 2),
+               TraceRecord(0.0, 0, 2, session="s", messages=messages)]
+    assert sent_as_one_token(records) == 3
+    prompts = PromptBuilder(block_size=4, vocab_size=256)
+    options = ReplayOptions(base_url="http://x", api_key="k")
+    _, body = _body(records[0], prompts, options, "tiny", 0)
+    assert (len(body["prompt"]), body["max_tokens"]) == (1, 1)

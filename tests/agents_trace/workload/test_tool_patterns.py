@@ -14,6 +14,8 @@ GOOD_LINE = '{"id": 1, "domain": "fs", "steps": ["USER", "ls", "ASSISTANT_TEXT"]
     (GOOD_LINE + '{"steps": ["USER", 3]}\n', "line 2: 'steps' must be a list of step names (strings)"),
     (GOOD_LINE + '\n[1, 2]\n', "line 3: expected a JSON object with 'steps'"),
     ('{"domain": 7, "steps": []}\n', "line 1: 'domain' must be a string"),
+    (GOOD_LINE + '{"id": "x", "domain": "d", "steps": []}\n',
+     "line 2: 'steps' is empty (a recorded session has at least one step)"),   # QA210 F5
     ("root:x:0:0:root:/root:/bin/bash\n", "line 1: not JSON (Expecting value)"),
 ])
 def test_learn_patterns_names_the_file_and_line_of_a_bad_trajectory(tmp_path, content, message):
@@ -52,6 +54,7 @@ def test_learn_patterns_known_answer_on_good_lines(tmp_path, bom):
     ("dir", "DIR", "Is a directory"),
     ("shape.json", '{"a": 1}\n', "line 1: 'steps' must be a list of step names (strings)"),
     ("passwd", "root:x:0:0::/root:/bin/sh\n", "line 1: not JSON"),
+    ("empty_steps.jsonl", '{"id": "x", "domain": "d", "steps": []}\n', "line 1: 'steps' is empty"),
 ])
 def test_workload_generate_bad_patterns_file_is_one_error_line(tmp_path, capsys, name, content, message):
     from gateway.cli import main
@@ -66,4 +69,15 @@ def test_workload_generate_bad_patterns_file_is_one_error_line(tmp_path, capsys,
                  "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot read {path}: ") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_workload_generate_patterns_without_a_file_is_a_usage_error(tmp_path, capsys):
+    """QA210 F5: `--patterns` with no file after it is not taken as the packaged patterns."""
+    from gateway.cli import main
+
+    out = tmp_path / "w.jsonl"
+    with pytest.raises(SystemExit) as exit_:
+        main(["workload", "generate", "--tenants", "1", "--sessions", "1", "-o", str(out), "--patterns"])
+    assert exit_.value.code == 2 and "--patterns: expected at least one argument" in capsys.readouterr().err
     assert not out.exists()
