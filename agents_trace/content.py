@@ -17,8 +17,13 @@ them as a chat:
 - `{"role": "prompt", "content": TEXT}` or `{"role": "prompt", "token_ids": [...],
   "content": "N token ids"}`: a completions request's prompt, one entry per prompt.
 Their `content` is text for a reader of messages (`traces show --content`); the data is in
-the other fields. Pure functions; nothing here is called unless the config captures
-content. Invariant: nothing is dropped or shortened: a part we do not know is kept as it
+the other fields. `gen_ai.system_instructions` is a JSON array of parts (text parts,
+`gen-ai-system-instructions.json`), for instructions an API takes apart from the chat (a
+Responses request's `instructions`): they are then not in `gen_ai.input.messages`. An
+`execute_tool` span's opt-in `gen_ai.tool.call.arguments` / `gen_ai.tool.call.result`
+come from the request's own messages (the assistant's call, the tool's message answering
+it), `gen_ai.tool.description` from its tools entry. Pure functions; nothing here is
+called unless the config captures content. Invariant: nothing is dropped or shortened: a part we do not know is kept as it
 came, under its own type.
 """
 from __future__ import annotations
@@ -27,8 +32,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agents_trace import semconv as sc
 from agents_trace.json_text import loads_bounded
-from agents_trace.records import ChoiceOutput, ToolCall
+from agents_trace.records import CapturedContent, ChoiceOutput, ToolCall
 
 PROMPT_ROLE = "prompt"
 TOOLS_ROLE = "tools"
@@ -81,6 +87,52 @@ def semconv_message(message: Mapping[str, Any]) -> dict:
 def input_messages_json(messages: Sequence[Any]) -> str:
     return json.dumps([semconv_message(m) for m in messages if isinstance(m, Mapping)],
                       ensure_ascii=False, default=str)
+
+
+def system_instructions_json(text: str) -> str:
+    """Instructions given apart from the chat as `gen_ai.system_instructions`: one text part."""
+    return json.dumps([{"type": "text", "content": text}], ensure_ascii=False)
+
+
+def span_input_messages(content: CapturedContent) -> list:
+    """The chat history `gen_ai.input.messages` holds: the request's messages, less the
+    first when it is the `system_instructions` the API took apart (recorded on their own)."""
+    messages = list(content.all_messages)
+    if content.system_instructions is not None and messages and messages[0] == {
+            "role": "system", "content": content.system_instructions}:
+        return messages[1:]
+    return messages
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def tool_call_attributes(content: CapturedContent, call: ToolCall) -> dict[str, str]:
+    """A tool run's opt-in attributes from the captured request that carries its result:
+    the arguments of the assistant's call with its id, the tool message answering it (text
+    as sent, structured content as JSON) and the description of the tool offered under its
+    name; each only when the request has it."""
+    arguments = result = description = None
+    for message in content.all_messages:
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("role") == "tool" and message.get("tool_call_id") == call.call_id:
+            result = _as_text(message.get("content"))
+        for asked in message.get("tool_calls") or ():
+            function = asked.get("function") if isinstance(asked, Mapping) else None
+            if asked.get("id") == call.call_id and isinstance(function, Mapping):
+                arguments = _as_text(function.get("arguments"))
+    tools = (split_tools_entry(content.new_messages)[1] or {}).get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and function.get("name") == call.name \
+                and isinstance(function.get("description"), str):
+            description = function["description"]
+    found = {sc.TOOL_CALL_ARGUMENTS: arguments, sc.TOOL_CALL_RESULT: result, sc.TOOL_DESCRIPTION: description}
+    return {name: value for name, value in found.items() if value is not None}
 
 
 def _output_message(text: str | None, tool_calls: Sequence[ToolCall], finish_reason: str | None) -> dict:

@@ -20,7 +20,8 @@ Invariant: exported spans go through a `BatchSpanProcessor` whose queue holds at
 `otlp_attribute_max_length` characters (a chat span's captured conversation included), so
 when the collector is down new spans are dropped, memory stays bounded, and no request
 ever waits for an export; each export request stays under a byte budget
-(`otlp_export_bounds`), and the final flush at stop takes at most `FINAL_FLUSH_S`.
+(`otlp_export_bounds`), and the final flush at stop takes at most `FINAL_FLUSH_S`, all
+exporters together (one `FinalFlushDeadline`).
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ from opentelemetry.sdk.trace.id_generator import IdGenerator
 from agents_trace.config import TraceConfig, TraceConfigError
 from agents_trace.ordered_ids import random_bits
 from agents_trace.otlp_export_bounds import (FINAL_FLUSH_S, MAX_REQUEST_BYTES, ByteBudgetSpanExporter,
-                                             FinalFlushBoundedProcessor, estimated_value_bytes)
+                                             FinalFlushBoundedProcessor, FinalFlushDeadline,
+                                             estimated_value_bytes)
 from agents_trace.otlp_failure_log import quiet_sdk_export_logging
 
 HTTP_TRACES_PATH = "/v1/traces"
@@ -177,10 +179,11 @@ def build_provider(config: TraceConfig, processors: tuple[SpanProcessor, ...] = 
         quiet_sdk_export_logging()
     resource_bytes = sum(len(key) + estimated_value_bytes(value)
                          for key, value in provider.resource.attributes.items())
+    final_flush = FinalFlushDeadline(FINAL_FLUSH_S)   # shared: the stop's final flush is FINAL_FLUSH_S in all
     for exporter in exporters:
         provider.add_span_processor(FinalFlushBoundedProcessor(
             ByteBudgetSpanExporter(exporter, MAX_REQUEST_BYTES, resource_bytes),
-            final_flush_s=FINAL_FLUSH_S, max_queue_size=config.resolved_otlp_max_queue_size(environ),
+            deadline=final_flush, max_queue_size=config.resolved_otlp_max_queue_size(environ),
             max_export_batch_size=config.resolved_otlp_max_export_batch_size(environ)))
     for processor in processors:
         provider.add_span_processor(processor)

@@ -11,7 +11,10 @@ encoding) and runs on the processor's export thread, never on the request path.
 `FinalFlushBoundedProcessor` is a `BatchSpanProcessor` whose shutdown (the gateway's
 stop) sends what is queued for at most `final_flush_s`, then drops the rest: a collector
 that is down or slow no longer stretches the stop by an export timeout and retries per
-batch.
+batch. Every wait of the final flush (the exporter's last sends, the wait for the
+processor's thread, the exporter's own shutdown, and those of the provider's other
+processors) counts against one `FinalFlushDeadline`, fixed when the first of them
+begins, so they never add up past `final_flush_s` in total.
 
 Invariants: every part a batch is split into, except a single span over the budget,
 has an estimated size <= the budget; spans keep their order; after the final flush's
@@ -23,6 +26,7 @@ import inspect
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -93,8 +97,12 @@ class ByteBudgetSpanExporter(SpanExporter):
 
     def stop_sending_in(self, seconds: float) -> None:
         """`seconds` from now on, batches (and a batch's parts not sent yet) are dropped."""
+        self.stop_sending_at(self._clock() + seconds)
+
+    def stop_sending_at(self, deadline_s: float) -> None:
+        """From `deadline_s` on (this exporter's clock), batches and parts are dropped."""
         with self._lock:
-            self._deadline_s = self._clock() + seconds
+            self._deadline_s = deadline_s
 
     def _is_past_deadline(self) -> bool:
         with self._lock:
@@ -119,18 +127,42 @@ class ByteBudgetSpanExporter(SpanExporter):
         return self.exporter.force_flush(timeout_millis)
 
 
+@dataclass
+class FinalFlushDeadline:
+    """The one deadline of a final flush: fixed by the first `start` (`final_flush_s` from
+    then, on `clock`), the same for every later call, so the processors sharing it (one
+    provider's) and each one's waits all end by it."""
+
+    final_flush_s: float = FINAL_FLUSH_S
+    clock: Callable[[], float] = time.monotonic
+    _deadline_s: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def start(self) -> float:
+        """The deadline (on `clock`), fixed now unless it already was."""
+        with self._lock:
+            if self._deadline_s is None:
+                self._deadline_s = self.clock() + self.final_flush_s
+            return self._deadline_s
+
+    def remaining_s(self) -> float:
+        """Seconds left until the deadline (0 once past it); starts it if need be."""
+        return max(0.0, self.start() - self.clock())
+
+
 class FinalFlushBoundedProcessor(BatchSpanProcessor):
-    """A `BatchSpanProcessor` whose `shutdown` returns within about `final_flush_s`: it
-    sends the queue until then, then tells the exporter to stop (which also ends its
-    retries) and drops what is left; an export still waiting on a slow collector is left to
-    its daemon thread."""
+    """A `BatchSpanProcessor` whose `shutdown` returns by its `deadline` (`final_flush_s`
+    from the first shutdown of the processors sharing it): it sends the queue until then,
+    then tells the exporter to stop (which also ends its retries) and drops what is left;
+    an export still waiting on a slow collector is left to its daemon thread."""
 
     def __init__(self, exporter: ByteBudgetSpanExporter, final_flush_s: float = FINAL_FLUSH_S,
-                 **batching) -> None:
+                 deadline: FinalFlushDeadline | None = None, **batching) -> None:
         super().__init__(exporter, **batching)
         self.bounded_exporter = exporter
-        self.final_flush_s = final_flush_s
+        self.deadline = deadline if deadline is not None else FinalFlushDeadline(final_flush_s)
 
     def shutdown(self) -> None:
-        self.bounded_exporter.stop_sending_in(self.final_flush_s)
-        self._batch_processor.shutdown(timeout_millis=self.final_flush_s * 1000)
+        remaining_s = self.deadline.remaining_s()   # one deadline for the sends and the waits below
+        self.bounded_exporter.stop_sending_in(remaining_s)
+        self._batch_processor.shutdown(timeout_millis=self.deadline.remaining_s() * 1000)

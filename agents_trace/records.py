@@ -72,7 +72,9 @@ class CapturedContent:
     be mistaken for); `output` is the response's assistant message (after an error, the
     part the client was sent, as a stream its client cut keeps; None when it was sent
     nothing; `other_outputs` those of choices 1.. when the request asked for several);
-    `all_messages` is the whole request, for span attributes.
+    `all_messages` is the whole request, for span attributes; `system_instructions` the
+    instructions the API took apart from the chat (a Responses request's `instructions`),
+    which are then `all_messages[0]`, the system message the model read them as.
     NOTE: these are the request's own objects, serialised on the writer thread.
     """
 
@@ -82,6 +84,7 @@ class CapturedContent:
     output: dict | None
     all_messages: tuple = ()
     other_outputs: tuple[dict, ...] = ()   # the assistant messages of choices 1..
+    system_instructions: str | None = None   # apart from the chat (gen_ai.system_instructions)
 
 
 @dataclass(slots=True)
@@ -111,6 +114,7 @@ class StepContext:
     prefix_step: int | None = None
     messages: tuple = ()
     request_entries: tuple[dict, ...] = ()   # captured parts besides messages (content.py)
+    system_instructions: str | None = None   # captured: instructions apart from the chat (CapturedContent)
     request_params: tuple[tuple[str, float | int | str | tuple[str, ...]], ...] = ()   # span attributes
     replay_tool_calls: tuple[ToolCall, ...] = ()
     is_ended: bool = False

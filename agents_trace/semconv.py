@@ -2,7 +2,9 @@
 
 The `gen_ai.*` keys follow the GenAI conventions (agent, inference and tool spans);
 `stepahead.*` keys carry what the conventions have no name for (tenant, step structure,
-forecasts). Values only, no behaviour.
+forecasts). Values only, no behaviour. Invariant: with `gen_ai.provider.name` = `stepahead`
+no key is another provider's (`openai.*`): the provider name says which flavour of
+provider-specific keys a span may carry.
 """
 from __future__ import annotations
 
@@ -26,15 +28,19 @@ REQUEST_PRESENCE_PENALTY = "gen_ai.request.presence_penalty"
 REQUEST_CHOICE_COUNT = "gen_ai.request.choice.count"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
-REQUEST_SERVICE_TIER = "openai.request.service_tier"
 USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
 USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
 USAGE_CACHE_READ_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
 INPUT_MESSAGES = "gen_ai.input.messages"
 OUTPUT_MESSAGES = "gen_ai.output.messages"
+SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+OUTPUT_TYPE = "gen_ai.output.type"
 TOOL_NAME = "gen_ai.tool.name"
 TOOL_CALL_ID = "gen_ai.tool.call.id"
 TOOL_TYPE = "gen_ai.tool.type"
+TOOL_DESCRIPTION = "gen_ai.tool.description"
+TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+TOOL_CALL_RESULT = "gen_ai.tool.call.result"
 ERROR_TYPE = "error.type"
 
 OP_CHAT = "chat"
@@ -52,6 +58,7 @@ STEP_AFTER = "stepahead.step.after"
 STEP_GAP_S = "stepahead.step.gap_s"
 STEP_TOOL_CALLS = "stepahead.step.tool_calls"
 WORKER = "stepahead.worker"
+SERVICE_TIER = "stepahead.service_tier"   # the tier a step was served in (no `openai.*` key: the provider is us)
 TTFT_S = "stepahead.ttft_s"
 FORECAST_NEXT_STEP = "stepahead.forecast.next_step"
 FORECAST_P_NEXT_STEP = "stepahead.forecast.p_next_step"

@@ -62,7 +62,8 @@ from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanK
     TraceFlags
 
 from agents_trace import semconv as sc
-from agents_trace.content import input_messages_json, output_messages_json, prompt_messages
+from agents_trace.content import input_messages_json, output_messages_json, prompt_messages, \
+    span_input_messages, system_instructions_json, tool_call_attributes
 from agents_trace.conversation import MAX_CLIENT_ID_CHARS
 from agents_trace.records import ForecastCheck, SessionEnded, Step
 from agents_trace.step_outcome import generated_nothing
@@ -90,11 +91,22 @@ def _session_span_name(agent: str | None) -> str:
     return client_span_name(sc.OP_INVOKE_AGENT, agent)
 
 
-def _session_attributes(tenant: str, session: str, source: str, agent: str | None) -> dict:
+_FIRST_STEP_KEYS = (sc.SERVER_ADDRESS, sc.SERVER_PORT)   # of its request_params, on the session's span
+
+
+def _session_attributes(tenant: str, session: str, source: str, agent: str | None,
+                        first: Step | None = None) -> dict:
+    """An `invoke_agent` span's attributes; with the session's `first` step, also its
+    model and the server it reached (`gen_ai.request.model`, `server.address`/`server.port`,
+    which the conventions ask for at span creation)."""
     attributes = {sc.OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.PROVIDER_NAME: sc.PROVIDER,
                   sc.CONVERSATION_ID: session, sc.TENANT: tenant, sc.SESSION_SOURCE: source}
     if agent:
         attributes[sc.AGENT_NAME] = agent
+    if first is not None:
+        if first.model:
+            attributes[sc.REQUEST_MODEL] = first.model
+        attributes.update((name, value) for name, value in first.request_params if name in _FIRST_STEP_KEYS)
     return attributes
 
 
@@ -110,7 +122,7 @@ def start_session_span(tracer: trace.Tracer, step: Step) -> Span:
         context = trace.set_span_in_context(NonRecordingSpan(step.remote_parent))
     return tracer.start_span(_session_span_name(step.agent), context=context, kind=SpanKind.INTERNAL,
                              attributes=_session_attributes(step.tenant, step.session, step.session_source,
-                                                            step.agent),
+                                                            step.agent, step),
                              start_time=_ns(session_span_start_s(step)))
 
 
@@ -204,6 +216,9 @@ def tool_run_start_s(step: Step) -> float | None:
 
 
 def record_tool_spans(tracer: trace.Tracer, session_span: Span, step: Step) -> None:
+    """One `execute_tool` span per tool result the step carries (see the module's
+    docstring); with captured content (never without) also the call's arguments, result
+    and the tool's description (`content.tool_call_attributes`)."""
     start_s = tool_run_start_s(step)
     if start_s is None:
         return
@@ -215,7 +230,8 @@ def record_tool_spans(tracer: trace.Tracer, session_span: Span, step: Step) -> N
             attributes={sc.OPERATION_NAME: sc.OP_EXECUTE_TOOL, sc.TOOL_NAME: call.name,
                         sc.TOOL_CALL_ID: call.call_id, sc.TOOL_TYPE: "function",
                         sc.CONVERSATION_ID: step.session, sc.TENANT: step.tenant,
-                        sc.STEP_INDEX: step.index})
+                        sc.STEP_INDEX: step.index,
+                        **(tool_call_attributes(step.content, call) if step.content is not None else {})})
         span.end(end_time=_ns(step.arrived_s))
 
 
@@ -245,7 +261,7 @@ def _chat_attributes(step: Step, check: ForecastCheck | None) -> dict:
                 sc.WORKER: step.worker, sc.STEP_GAP_S: step.gap_s,
                 sc.RESPONSE_TIME_TO_FIRST_CHUNK: step.ttft_s if step.is_stream else None,
                 sc.TTFT_S: step.ttft_s,
-                sc.ERROR_TYPE: step.error, sc.REQUEST_SERVICE_TIER: step.service_tier}
+                sc.ERROR_TYPE: step.error, sc.SERVICE_TIER: step.service_tier}
     attributes.update({k: v for k, v in optional.items() if v is not None})
     if step.finish_reason:
         attributes[sc.RESPONSE_FINISH_REASONS] = [step.finish_reason] + [
@@ -263,7 +279,9 @@ def _chat_attributes(step: Step, check: ForecastCheck | None) -> dict:
 
 def record_chat_span(tracer: trace.Tracer, session_span: Span, step: Step,
                      check: ForecastCheck | None) -> trace.SpanContext:
-    """Emit the step's chat span (ended at once); returns its span context."""
+    """Emit the step's chat span (ended at once); returns its span context. CLIENT: the
+    gateway calls its model (a worker process or an upstream), as the conventions'
+    inference spans are."""
     links = ()
     if step.remote_parent is not None:
         context = trace.set_span_in_context(NonRecordingSpan(step.remote_parent))
@@ -271,10 +289,12 @@ def record_chat_span(tracer: trace.Tracer, session_span: Span, step: Step,
     else:
         context = trace.set_span_in_context(session_span)
     span = tracer.start_span(client_span_name(step.operation, step.model), context=context,
-                             kind=SpanKind.SERVER, attributes=_chat_attributes(step, check),
+                             kind=SpanKind.CLIENT, attributes=_chat_attributes(step, check),
                              links=links, start_time=_ns(step.arrived_s))
     if step.content is not None:
-        messages = step.content.all_messages or prompt_messages(step.content.new_messages)   # chat, or completions
+        messages = span_input_messages(step.content) or prompt_messages(step.content.new_messages)   # or completions
+        if step.content.system_instructions is not None:
+            span.set_attribute(sc.SYSTEM_INSTRUCTIONS, system_instructions_json(step.content.system_instructions))
         if messages:
             span.set_attribute(sc.INPUT_MESSAGES, input_messages_json(messages))
         if step.error is None or step.content.output is not None:   # a failed step: what its client was sent

@@ -162,12 +162,15 @@ class AgentTracer:
     # --- the request path ------------------------------------------------------------
     def begin(self, tenant: str, headers: Mapping[str, str], body: Mapping[str, Any], *,
               operation: str = "chat", request_id: str | None = None,
-              service_tier: str | None = None, arrived_ago_s: float = 0.0) -> StepContext:
+              service_tier: str | None = None, arrived_ago_s: float = 0.0, scheme: str = "http",
+              system_instructions: str | None = None) -> StepContext:
         """Resolve the session and open the request's step (served in `service_tier`, when
-        known). The step arrived `arrived_ago_s` before now (when the gateway began the
-        request: its TTFT counts from then, so the step must too; QA137: a TTFT past the
-        step's own duration), never before the session's previous response ended (its gap
-        is never negative; its TTFT then counts from that end, QA141). Cheap; no I/O."""
+        known; reached over `scheme`; `system_instructions`: the API's instructions, which
+        the body's first message holds as a system message). The step arrived
+        `arrived_ago_s` before now (when the gateway began the request: its TTFT counts
+        from then, so the step must too; QA137: a TTFT past the step's own duration), never
+        before the session's previous response ended (its gap is never negative; its TTFT
+        then counts from that end, QA141). Cheap; no I/O."""
         now_s = self.clock()
         raw = body.get("messages")
         messages = raw if isinstance(raw, list) else []
@@ -196,7 +199,7 @@ class AgentTracer:
             num_messages=len(messages), is_stream=body.get("stream") is True,
             request_id=request_id, conversation_digest=digests[-1] if digests else None,
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
-            request_params=request_params(body, headers),
+            request_params=request_params(body, headers, scheme),
             replay_tool_calls=hinted_calls(hint.tool_calls, opened.index), service_tier=service_tier,
             arrived_late_s=arrived_s - began_s)
         span = trace.get_current_span(self._propagator.extract(headers))
@@ -205,6 +208,8 @@ class AgentTracer:
         if self.captures_content:
             ctx.messages = tuple(messages)
             ctx.request_entries = request_entries(body)
+            if system_instructions and messages and messages[0] == {"role": "system", "content": system_instructions}:
+                ctx.system_instructions = system_instructions
         return ctx
 
     def end(self, ctx: StepContext, result: StepResult) -> int | None:
@@ -297,4 +302,5 @@ class AgentTracer:
         return CapturedContent(new_messages=ctx.messages[ctx.num_prefix_messages:] + ctx.request_entries,
                                num_prefix_messages=ctx.num_prefix_messages,
                                prefix_step=ctx.prefix_step, output=output,
-                               all_messages=ctx.messages, other_outputs=others)
+                               all_messages=ctx.messages, other_outputs=others,
+                               system_instructions=ctx.system_instructions)

@@ -151,7 +151,8 @@ async def create_response(request: Request) -> Response:
         if parsed.background:   # stored before anything runs or is traced: a row the file cannot take is a 500
             writer = ResponsesStreamWriter(response_id, parsed, created_at)
             run = await _stored_queued(state, tenant, writer)
-        trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True, started_s=started_s)
+        trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True, started_s=started_s,
+                           instructions=parsed.instructions)
         bind_session(prepared, trace)
         backend = ErrorsRenamed(backend, sources)   # its run's errors named as the Responses API names them
         if parsed.conversation is not None or (parsed.store and not parsed.background):

@@ -88,9 +88,11 @@ def trace_router() -> APIRouter:
 
 
 def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared: Prepared,
-               *, is_chat: bool, started_s: float | None = None) -> StepContext | None:
+               *, is_chat: bool, started_s: float | None = None,
+               instructions: str | None = None) -> StepContext | None:
     """The request's step, opened as arriving at `started_s` (`time.perf_counter()` when
-    its handler began: where its TTFT counts from), else now; None when it is no agent step."""
+    its handler began: where its TTFT counts from), else now; None when it is no agent step.
+    `instructions`: a Responses request's, which `body` holds as its first (system) message."""
     if tracer is None or not isinstance(body, dict) or is_batch_request(request):   # not an agent step
         return None
     try:
@@ -99,7 +101,8 @@ def begin_step(tracer: AgentTracer | None, request: Request, body: Any, prepared
                             operation="chat" if is_chat else "text_completion",
                             request_id=prepared.request_id,
                             service_tier=prepared.service_tier or (asked if isinstance(asked, str) else None),
-                            arrived_ago_s=0.0 if started_s is None else time.perf_counter() - started_s)
+                            arrived_ago_s=0.0 if started_s is None else time.perf_counter() - started_s,
+                            scheme=request.url.scheme, system_instructions=instructions)
     except Exception:
         log.exception("tracing could not open a step; the request runs untraced")
         return None

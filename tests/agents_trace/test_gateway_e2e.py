@@ -392,7 +392,7 @@ def test_e2e_a_steps_service_tier_is_traced_in_its_span_and_the_store(served):
     assert [json.loads(line).get("service_tier") for line in exported] == ["flex", None]   # the simulator reads it
     _end_sessions(served)
     chats = [s for s in _spans_of(served, "tiers")["chat"]]
-    assert sorted(s.attributes["openai.request.service_tier"] for s in chats) == ["default", "flex"]
+    assert sorted(s.attributes["stepahead.service_tier"] for s in chats) == ["default", "flex"]
 
 
 def test_e2e_bad_trace_query_is_an_openai_shaped_400_naming_the_parameter(served):

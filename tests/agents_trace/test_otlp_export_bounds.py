@@ -169,6 +169,67 @@ def test_the_final_flush_to_a_collector_that_never_answers_is_bounded(monkeypatc
     assert stop_s < 4.0                                   # 10 s + retries before
 
 
+def _silent_collector() -> socket.socket:
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)                                     # accepts, never answers
+    return silent
+
+
+def test_qa213_the_stop_with_a_collector_that_never_answers_takes_at_most_the_final_flush():
+    """QA213 F9: with the real FINAL_FLUSH_S (5 s) and a collector that accepts and never
+    replies (export timeout 10 s), the whole stop stays within it (slack for a loaded box)."""
+    from agents_trace.otlp_export_bounds import FINAL_FLUSH_S
+
+    silent = _silent_collector()
+    clock = ManualClock(time.time())
+    tracer = AgentTracer(TraceConfig(otlp_endpoint=f"http://127.0.0.1:{silent.getsockname()[1]}",
+                                     store_enabled=False), clock=clock, environ={})
+    tracer.start()
+    try:
+        for i in range(20):
+            _one_step_session(tracer, clock, "acme", f"s{i}", "hello")
+    finally:
+        began_s = time.monotonic()
+        tracer.stop(timeout_s=5.0)
+        stop_s = time.monotonic() - began_s
+        silent.close()
+    assert stop_s < FINAL_FLUSH_S + 1.5
+
+
+def test_qa213_every_exporters_final_flush_shares_one_deadline(monkeypatch):
+    """QA213 F9: each exporter's processor waited its own FINAL_FLUSH_S, so a silent
+    collector and a stuck console (a stdout nobody reads) took twice the documented bound."""
+    import io
+    import sys
+
+    release = threading.Event()
+
+    class StuckOut(io.StringIO):
+        def write(self, text):
+            release.wait(30.0)
+            return len(text)
+
+    monkeypatch.setattr(otel_setup, "FINAL_FLUSH_S", 1.5, raising=False)
+    monkeypatch.setattr(sys, "stdout", StuckOut())
+    silent = _silent_collector()
+    clock = ManualClock(time.time())
+    tracer = AgentTracer(TraceConfig(otlp_endpoint=f"http://127.0.0.1:{silent.getsockname()[1]}",
+                                     store_enabled=False), clock=clock,
+                         environ={"OTEL_TRACES_EXPORTER": "otlp,console"})
+    tracer.start()
+    try:
+        for i in range(3):
+            _one_step_session(tracer, clock, "acme", f"s{i}", "hello")
+    finally:
+        began_s = time.monotonic()
+        tracer.stop(timeout_s=5.0)
+        stop_s = time.monotonic() - began_s
+        release.set()
+        silent.close()
+    assert stop_s < 1.5 + 0.9                             # 3 s (1.5 s each) before
+
+
 def test_after_the_final_flush_deadline_nothing_more_is_sent():
     from agents_trace.otlp_export_bounds import ByteBudgetSpanExporter, FinalFlushBoundedProcessor
 

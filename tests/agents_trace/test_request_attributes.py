@@ -15,11 +15,11 @@ from tests.agents_trace.helpers import ManualClock, make_tracer
 MESSAGES = [{"role": "user", "content": "hi"}]
 
 
-def _chat_attributes(tmp_path, body: dict, headers: dict | Headers) -> dict:
+def _chat_attributes(tmp_path, body: dict, headers: dict | Headers, **begin) -> dict:
     clock = ManualClock()
     tracer, exporter = make_tracer(tmp_path, clock)
     try:
-        ctx = tracer.begin("acme", headers, {"model": "tiny", "messages": MESSAGES, **body})
+        ctx = tracer.begin("acme", headers, {"model": "tiny", "messages": MESSAGES, **body}, **begin)
         clock.advance(0.5)
         tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=2, finish_reason="stop", output_text="ok"))
         assert tracer.flush(5.0)
@@ -43,7 +43,7 @@ def test_a_chat_span_has_the_requests_stop_penalties_choice_count_and_server(tmp
 
 
 @pytest.mark.parametrize("host, server", [
-    ("127.0.0.1:21940", ("127.0.0.1", 21940)), ("[::1]:21941", ("::1", 21941)), ("LocalHost", ("localhost", None)),
+    ("127.0.0.1:21940", ("127.0.0.1", 21940)), ("[::1]:21941", ("::1", 21941)), ("LocalHost", ("localhost", 80)),
     ("bad host\x1b[31m", (None, None)), ("x:99999", (None, None)), ("", (None, None)), (None, (None, None))])
 def test_the_server_is_the_host_header_when_well_formed(tmp_path, host, server):
     headers = {"x-session-id": "h"} if host is None else {"host": host, "x-session-id": "h"}
@@ -58,3 +58,25 @@ def test_one_choice_and_odd_stops_state_nothing(tmp_path, body, stops, count):
     attributes = _chat_attributes(tmp_path, body, {"x-session-id": "o"})
     stated = attributes.get("gen_ai.request.stop_sequences")
     assert (None if stated is None else list(stated), attributes.get("gen_ai.request.choice.count")) == (stops, count)
+
+
+@pytest.mark.parametrize("host, scheme, server", [
+    ("gw.example.com", "http", ("gw.example.com", 80)), ("gw.example.com", "https", ("gw.example.com", 443)),
+    ("gw.example.com:8080", "https", ("gw.example.com", 8080)), ("[::1]", "https", ("::1", 443))])
+def test_qa213_server_port_is_always_set_with_the_address(tmp_path, host, scheme, server):
+    """QA213 F4: `Host: gw.example.com` gave `server.address` without the port the conventions
+    require with it: the Host's, else the request scheme's default."""
+    attributes = _chat_attributes(tmp_path, {}, {"host": host, "x-session-id": "p4"}, scheme=scheme)
+    assert (attributes.get("server.address"), attributes.get("server.port")) == server
+
+
+@pytest.mark.parametrize("body, expected", [
+    ({"response_format": {"type": "json_object"}}, "json"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "json"),
+    ({"response_format": {"type": "text"}}, "text"), ({}, None), ({"response_format": "json"}, None),
+    ({"response_format": {"type": "grammar"}}, None)])
+def test_qa213_the_output_type_is_the_requests_format(tmp_path, body, expected):
+    """QA213 F6: `gen_ai.output.type` was never set; "json" for json_object/json_schema (a
+    Responses request's `text.format` reaches the tracer as `response_format`), "text" for
+    text, absent when the request names none."""
+    assert _chat_attributes(tmp_path, body, {"x-session-id": "p6"}).get("gen_ai.output.type") == expected

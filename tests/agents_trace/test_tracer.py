@@ -52,7 +52,7 @@ def test_tracer_three_step_session_has_one_agent_three_chat_two_tool_spans(tmp_p
         assert chats[1].attributes["stepahead.worker"] == "w1"
         assert chats[1].attributes["stepahead.ttft_s"] == 0.1
         assert "gen_ai.response.time_to_first_chunk" not in chats[1].attributes   # not streamed
-        assert chats[0].kind == SpanKind.SERVER
+        assert chats[0].kind == SpanKind.CLIENT   # QA213 F2: the gateway calls its model (SERVER before)
         assert [s.name for s in tools] == ["execute_tool get_weather", "execute_tool book_table"]
         assert [s.attributes["gen_ai.tool.call.id"] for s in tools] == ["call_w1", "call_b2"]
         durations = [(s.end_time - s.start_time) / 1e9 for s in tools]
@@ -317,5 +317,36 @@ def test_a_step_arrives_when_the_gateway_began_it_never_before_its_previous_end(
         [kept] = [step for step in list_steps(tracer.store_path, "acme", "s")["data"] if step["index"] == 2]
         assert kept["ttft_s"] == pytest.approx(0.3)   # from its arrival, within its duration (QA141 M2)
         assert kept["ttft_s"] <= kept["ended_s"] - kept["arrived_s"]
+    finally:
+        tracer.stop()
+
+
+def test_qa213_the_agent_span_has_the_first_steps_model_and_server(tmp_path, clock):
+    """QA213 F8: `invoke_agent` had no `gen_ai.request.model`, `server.address`, `server.port`."""
+    tracer, exporter = make_tracer(tmp_path, clock)
+    try:
+        run_scripted_session(tracer, clock, headers={"x-session-id": "trip-8", "host": "gw.example.com:8443"})
+        _finish(tracer)
+        [agent] = _by_op(exporter.get_finished_spans(), "invoke_agent")
+        assert (agent.attributes["gen_ai.request.model"], agent.attributes["server.address"],
+                agent.attributes["server.port"]) == ("tiny", "gw.example.com", 8443)
+    finally:
+        tracer.stop()
+
+
+def test_qa213_the_tier_served_in_is_a_stepahead_attribute_not_an_openai_one(tmp_path, clock):
+    """QA213 F3: `openai.request.service_tier` beside `gen_ai.provider.name` = stepahead."""
+    tracer, exporter = make_tracer(tmp_path, clock)
+    try:
+        ctx = tracer.begin("acme", {"x-session-id": "tier"}, {"model": "tiny", "messages": [{"role": "user",
+                                                                                              "content": "hi"}]},
+                           service_tier="flex")
+        clock.advance(0.5)
+        tracer.end(ctx, StepResult(num_input_tokens=5, num_output_tokens=2, finish_reason="stop", output_text="ok"))
+        _finish(tracer)
+        for span in exporter.get_finished_spans():
+            assert not any(key.startswith("openai.") for key in span.attributes)
+        [chat] = _by_op(exporter.get_finished_spans(), "chat")
+        assert chat.attributes["stepahead.service_tier"] == "flex"
     finally:
         tracer.stop()

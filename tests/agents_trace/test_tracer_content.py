@@ -111,3 +111,64 @@ def test_a_failed_step_keeps_the_output_it_had_sent_and_none_when_it_sent_none(t
         assert cut.status.description == "The client closed the connection."
     finally:
         tracer.stop()
+
+
+def test_qa213_responses_instructions_are_system_instructions_not_an_input_message(tmp_path):
+    """QA213 F5: a Responses request's `instructions` went into `gen_ai.input.messages` as a
+    system message; they go to `gen_ai.system_instructions` (a list of text parts), while a
+    chat request's own system message stays in the history, and the store keeps both as sent."""
+    import json
+
+    instructions = {"role": "system", "content": "Be terse INSTR"}
+    clock = ManualClock()
+    tracer, exporter = make_tracer(tmp_path, clock, capture_content=True)
+    try:
+        for session, given in (("resp", "Be terse INSTR"), ("chat", None)):
+            ctx = tracer.begin("acme", {"x-session-id": session}, {"model": "tiny", "messages": [instructions, USER]},
+                               system_instructions=given)
+            clock.advance(0.5)
+            tracer.end(ctx, StepResult(num_input_tokens=10, num_output_tokens=2, finish_reason="stop",
+                                       output_text="ok"))
+        assert tracer.flush(5.0)
+        resp, chat = [s for s in exporter.get_finished_spans() if s.name == "chat tiny"]
+        assert json.loads(resp.attributes["gen_ai.system_instructions"]) == [
+            {"type": "text", "content": "Be terse INSTR"}]
+        assert json.loads(resp.attributes["gen_ai.input.messages"]) == [
+            {"role": "user", "parts": [{"type": "text", "content": USER["content"]}]}]
+        assert "gen_ai.system_instructions" not in chat.attributes
+        assert [m["role"] for m in json.loads(chat.attributes["gen_ai.input.messages"])] == ["system", "user"]
+        assert step_content(tracer.store_path, "acme", "resp", 0)["new_messages"] == [instructions, USER]
+    finally:
+        tracer.stop()
+
+
+def test_qa213_tool_spans_carry_arguments_result_and_description_only_with_content_on(tmp_path):
+    """QA213 F7: `execute_tool` spans had no `gen_ai.tool.call.arguments` / `…result` with
+    capture on, nor `gen_ai.tool.description`; with capture off they must stay without."""
+    from tests.agents_trace.helpers import run_scripted_session
+
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+                                               "parameters": {"type": "object"}}},
+             {"type": "function", "function": {"name": "book_table", "parameters": {"type": "object"}}}]
+    for capture in (True, False):
+        clock = ManualClock()
+        tracer, exporter = make_tracer(tmp_path / str(capture), clock, capture_content=capture)
+        try:
+            run_scripted_session(tracer, clock, headers={"x-session-id": "tools"}, body={"tools": tools})
+            tracer.end_all_sessions()
+            assert tracer.flush(5.0)
+            weather, book = [dict(s.attributes) for s in exporter.get_finished_spans()
+                             if s.attributes.get("gen_ai.operation.name") == "execute_tool"]
+            if capture:
+                assert (weather["gen_ai.tool.call.arguments"], weather["gen_ai.tool.call.result"],
+                        weather["gen_ai.tool.description"]) == (
+                    '{"city": "Paris"}', "result of get_weather", "Weather for a city")
+                assert (book["gen_ai.tool.call.arguments"], book["gen_ai.tool.call.result"]) == (
+                    '{"where": "Paris"}', "result of book_table")
+                assert "gen_ai.tool.description" not in book   # none offered
+            else:
+                for span in (weather, book):
+                    assert not {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result",
+                                "gen_ai.tool.description"} & set(span)
+        finally:
+            tracer.stop()
