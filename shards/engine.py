@@ -153,7 +153,7 @@ class LocalEngine(EngineStart, EngineReports, EngineTenants, EngineMessages, Eng
         self._router_config = RouterConfig(policy=routing, block_size=block_size,
                                            slots_per_worker=max_running, tenant_weights=weights,
                                            imbalance_threshold_tokens=imbalance_threshold_tokens,
-                                           tenant_homes=tenant_homes)
+                                           tenant_homes=tenant_homes, num_hot_blocks=num_hot_blocks)
         outstanding = max_outstanding_per_worker or 2 * max_running
         self._dispatch_config = DispatchConfig(
             tenant_weights=weights, max_queued_per_tenant=max_queued_per_tenant,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from cache.hashing import BlockHash
+from shards.fair_queue import may_pin
 
 RouteReason = Literal["reserved", "affinity", "tenant", "prefix", "least_loaded", "imbalance", "round_robin", "flex"]
 RoutingPolicy = Literal["prefix", "least_loaded", "round_robin"]
@@ -29,6 +30,14 @@ class RouterConfig:
     tenant_weights: tuple[tuple[str, float], ...] = ()
     can_transfer: bool = True
     min_transfer_blocks: int = 2
+    num_hot_blocks: int | None = None   # each worker's hot KV capacity (None: its KV rule not modelled)
+
+
+def pinned_blocks(num_prompt_tokens: int, block_size: int) -> int:
+    """The KV blocks a request of `num_prompt_tokens` (its `WorkItem.prompt_token_ids`)
+    pins on its worker from its admission to its end, as the worker counts them for its KV
+    admission rule (`WorkerLoop._num_blocks`)."""
+    return num_prompt_tokens // block_size + 1
 
 
 @dataclass(slots=True)
@@ -52,7 +61,9 @@ class WorkerLoad:
     """A worker's load. Per tenant (`by_tenant`): its default-tier requests, and
     `num_queued_prefill_tokens` is their sum over the tenants; flex requests'
     (`WorkItem.flex`, prefilled after the others) prefill is `num_flex_prefill_tokens`;
-    `num_active_decodes` and `num_outstanding` count the requests of both tiers.
+    `num_active_decodes` and `num_outstanding` count the requests of both tiers, and
+    `pinned_blocks` the KV blocks (`pinned_blocks()`) they pin per tenant, flex ones under
+    their tenant as the worker counts them (a tenant pinning none has no entry).
     Invariant: `release` undoes exactly what `add` (and `start_decode`) did for a request."""
 
     num_queued_prefill_tokens: int = 0
@@ -60,6 +71,7 @@ class WorkerLoad:
     num_outstanding: int = 0
     by_tenant: dict[str, TenantLoad] = field(default_factory=dict)
     num_flex_prefill_tokens: int = 0
+    pinned_blocks: dict[str, int] = field(default_factory=dict)
 
     def tokens(self, config: RouterConfig, weights: Mapping[str, float], tenant: str | None = None) -> float:
         """This load in prefill-token equivalents: in total (`tenant` None), or as a new
@@ -94,9 +106,25 @@ class WorkerLoad:
         share = config.slots_per_worker * weights.get(tenant, 1.0) / sum(weights.get(t, 1.0) for t in active)
         return num_mine > share
 
+    def waits_for_kv(self, config: RouterConfig, weights: Mapping[str, float], tenant: str, num_blocks: int) -> bool:
+        """Would one more request of `tenant` (of either tier), pinning `num_blocks`, wait
+        here for KV room? The worker's own rule (`shards.fair_queue.may_pin`, the same
+        function) applied to the router's view: never when `num_hot_blocks` is unknown.
+        Approximation: the router cannot tell the requests waiting on the worker (which
+        pin nothing there yet) from the admitted ones, so it counts every request routed
+        here and not ended as pinning, and names no tenant as waiting (each tenant with a
+        request here pins in this view). It errs toward "waits": only where some of the
+        requests it counts still wait there, and a tenant's next request waits behind its
+        own earlier ones anyway (each tenant's queue is FIFO)."""
+        if config.num_hot_blocks is None:
+            return False
+        return not may_pin(tenant, num_blocks, self.pinned_blocks, set(), weights, config.num_hot_blocks)
+
     # --- charges: `add` when routed, `start_decode` at its first token, `release` at its end
-    def add(self, tenant: str, num_prefill_tokens: int, flex: bool) -> None:
+    def add(self, tenant: str, num_prefill_tokens: int, flex: bool, *, num_blocks: int) -> None:
         self.num_outstanding += 1
+        if num_blocks:
+            self.pinned_blocks[tenant] = self.pinned_blocks.get(tenant, 0) + num_blocks
         if flex:
             self.num_flex_prefill_tokens += num_prefill_tokens
             return
@@ -109,12 +137,19 @@ class WorkerLoad:
         self._release_prefill(tenant, num_prefill_tokens, flex)
         self.num_active_decodes += 1
 
-    def release(self, tenant: str, num_prefill_tokens: int, flex: bool, is_decoding: bool) -> None:
+    def release(self, tenant: str, num_prefill_tokens: int, flex: bool, is_decoding: bool, *,
+                num_blocks: int) -> None:
         if is_decoding:
             self.num_active_decodes -= 1
         else:
             self._release_prefill(tenant, num_prefill_tokens, flex)
         self.num_outstanding -= 1
+        if num_blocks:
+            left = self.pinned_blocks[tenant] - num_blocks
+            if left:
+                self.pinned_blocks[tenant] = left
+            else:
+                del self.pinned_blocks[tenant]
         if not flex:
             mine = self.by_tenant[tenant]
             mine.num_outstanding -= 1

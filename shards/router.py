@@ -8,9 +8,10 @@ scheduler orders it: the queued prefill tokens of tenants holding no more reques
 weighted share of the slots. So one tenant's backlog does not push another tenant's
 sessions away from their KV.
 First, while some candidate has a free running slot for the request, those where it must
-wait for one are dropped (shards/route_slots.py: a slot wait is the rest of a running
-decode; only the session's own worker holding far more of its prompt stays), so the rules
-below never queue a request behind full slots beside a free one.
+wait for one are dropped, then likewise those whose KV rule would hold it back while some
+would admit it (shards/route_slots.py: a slot wait is the rest of a running decode, a KV
+wait the rest of its tenant's there; only the session's own worker holding far more of its
+prompt stays), so the rules below never queue a request beside a worker that would start it.
 Rules, in order:
 1. a reservation (a forecast said the session returns soon) keeps the session on its
    worker, unless that worker is gone or past the imbalance gate;
@@ -66,8 +67,8 @@ from dataclasses import dataclass
 from shards.prefix_index import PrefixIndex
 from shards.routability import RoutableCallback, usable_workers
 from shards.route_records import (ROUTING_POLICIES, Decision, RouteQuery, RouteReason, RouterConfig, RouterStats,
-                                  WorkerCosts, WorkerLoad)
-from shards.route_slots import slot_candidates
+                                  WorkerCosts, WorkerLoad, pinned_blocks)
+from shards.route_slots import kv_candidates, slot_candidates
 from shards.tenant_homes import TenantHomes
 from shards.transfer_decision import decide_transfer, saved_tokens
 
@@ -81,6 +82,7 @@ class _Charge:
     num_prefill_tokens: int
     is_decoding: bool = False
     flex: bool = False
+    num_blocks: int = 0   # the KV blocks it pins there (`pinned_blocks`)
 
 
 class Router:
@@ -187,8 +189,9 @@ class Router:
             return self._route_baseline(request_id, query, live)
         runs = self.index.runs(query.hashes, holders)
         own = None if query.session is None or query.flex else self._sessions.get(query.session)
-        # of them, those with a free slot for it while some have one (the session's own may stay)
+        # of them, those with a free slot, then KV room, for it while some have (the session's own may stay)
         live = slot_candidates(self.config, self._weights, live, self._loads, self._costs, runs, query, own)
+        live = kv_candidates(self.config, self._weights, live, self._loads, self._costs, runs, query, own)
         loads = {w: self.load_tokens(w, None if query.flex else query.tenant) for w in live}
         min_load = min(loads.values())
         threshold = self.config.imbalance_threshold_tokens
@@ -234,7 +237,7 @@ class Router:
         if own is not None and own != chosen and own in self._loads:
             decision.moved_from = own
             self.stats.num_session_moves += 1
-        self._charge(request_id, decision, query.tenant, None if query.flex else query.session, query.flex)
+        self._charge(request_id, decision, query, None if query.flex else query.session)
         return decision
 
     def _route_baseline(self, request_id: str, query: RouteQuery, live: list[str]) -> Decision:
@@ -246,13 +249,15 @@ class Router:
             chosen = min(live, key=lambda w: (self.load_tokens(w), w))
             reason = "least_loaded"
         decision = Decision(chosen, reason, 0, query.num_prompt_tokens)
-        self._charge(request_id, decision, query.tenant, None, query.flex)
+        self._charge(request_id, decision, query, None)
         return decision
 
-    def _charge(self, request_id: str, decision: Decision, tenant: str, session: str | None,
-                flex: bool = False) -> None:
-        self._loads[decision.worker_id].add(tenant, decision.num_prefill_tokens, flex)
-        self._charges[request_id] = _Charge(decision.worker_id, tenant, decision.num_prefill_tokens, flex=flex)
+    def _charge(self, request_id: str, decision: Decision, query: RouteQuery, session: str | None) -> None:
+        charge = _Charge(decision.worker_id, query.tenant, decision.num_prefill_tokens, flex=query.flex,
+                         num_blocks=pinned_blocks(query.num_prompt_tokens, self.config.block_size))
+        self._loads[decision.worker_id].add(charge.tenant, charge.num_prefill_tokens, charge.flex,
+                                            num_blocks=charge.num_blocks)
+        self._charges[request_id] = charge
         stats = self.stats
         stats.num_routed[decision.reason] = stats.num_routed.get(decision.reason, 0) + 1
         stats.num_expected_cached_tokens += decision.num_expected_cached_tokens
@@ -278,7 +283,7 @@ class Router:
         if charge is None:
             return
         self._loads[charge.worker_id].release(charge.tenant, charge.num_prefill_tokens, charge.flex,
-                                              charge.is_decoding)
+                                              charge.is_decoding, num_blocks=charge.num_blocks)
 
     def worker_of(self, request_id: str) -> str | None:
         charge = self._charges.get(request_id)

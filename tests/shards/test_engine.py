@@ -413,6 +413,12 @@ def test_engine_tenant_homes_option_reaches_the_router():
     assert LocalEngine("tiny")._router_config.tenant_homes is True
 
 
+def test_engine_hot_blocks_reach_the_router():
+    """The router models the workers' KV admission rule with their hot capacity (QA214 F1)."""
+    assert LocalEngine("tiny", num_hot_blocks=64)._router_config.num_hot_blocks == 64
+    assert LocalEngine("tiny")._router_config.num_hot_blocks == LocalEngine("tiny").config.num_hot_blocks
+
+
 def _inbox_semaphores(eng, worker_id: str = "w0") -> list[Path]:
     """The named POSIX semaphores of a worker's inbox Queue (its two locks and its counter)."""
     inbox = eng._channels[worker_id]._inbox
