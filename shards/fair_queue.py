@@ -171,6 +171,13 @@ class FairQueue(Generic[T]):
         self._virtual_time = max(self._virtual_time, entry.start_tag)
 
 
+def pinned_blocks(num_prompt_tokens: int, block_size: int) -> int:
+    """The KV blocks a request of `num_prompt_tokens` (its `WorkItem.prompt_token_ids`)
+    pins on its worker from its admission to its end: what `may_pin` counts, on the worker
+    (`WorkerLoop._num_blocks`) and in the router's view of it (`WorkerLoad.pinned_blocks`)."""
+    return num_prompt_tokens // block_size + 1
+
+
 def may_pin(tenant: str, num_blocks: int, num_pinned_by_tenant: Mapping[str, int],
             waiting_tenants: set[str], weights: Mapping[str, float], capacity: int,
             default_weight: float = 1.0) -> bool:

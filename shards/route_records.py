@@ -33,13 +33,6 @@ class RouterConfig:
     num_hot_blocks: int | None = None   # each worker's hot KV capacity (None: its KV rule not modelled)
 
 
-def pinned_blocks(num_prompt_tokens: int, block_size: int) -> int:
-    """The KV blocks a request of `num_prompt_tokens` (its `WorkItem.prompt_token_ids`)
-    pins on its worker from its admission to its end, as the worker counts them for its KV
-    admission rule (`WorkerLoop._num_blocks`)."""
-    return num_prompt_tokens // block_size + 1
-
-
 @dataclass(slots=True)
 class WorkerCosts:
     """Measured costs of one worker; None until measured."""

@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shards.prefix_index import PrefixRun
-from shards.route_records import RouteQuery, RouterConfig, WorkerCosts, WorkerLoad, pinned_blocks
+from shards.fair_queue import pinned_blocks
+from shards.route_records import RouteQuery, RouterConfig, WorkerCosts, WorkerLoad
 from shards.transfer_decision import decide_transfer, saved_tokens
 
 

@@ -64,10 +64,11 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
+from shards.fair_queue import pinned_blocks
 from shards.prefix_index import PrefixIndex
 from shards.routability import RoutableCallback, usable_workers
 from shards.route_records import (ROUTING_POLICIES, Decision, RouteQuery, RouteReason, RouterConfig, RouterStats,
-                                  WorkerCosts, WorkerLoad, pinned_blocks)
+                                  WorkerCosts, WorkerLoad)
 from shards.route_slots import kv_candidates, slot_candidates
 from shards.tenant_homes import TenantHomes
 from shards.transfer_decision import decide_transfer, saved_tokens

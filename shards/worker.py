@@ -38,7 +38,7 @@ from collections.abc import Callable
 from cache.repeated_failures import RepeatedFailures
 from cache.tiers import Tier
 from shards.detokenizer import Detokenizer
-from shards.fair_queue import may_admit, may_pin
+from shards.fair_queue import may_admit, may_pin, pinned_blocks
 from shards.prefill import ChunkedPrefill, PrefillTask
 from shards.prefill_order import PrefillOrder
 from shards.protocol import (CacheEventsReport, CacheSnapshot, ErrorEvent, EventBatch, FinishEvent, TokenEvent,
@@ -145,7 +145,7 @@ class WorkerLoop(WorkerInbox, PrefillScheduling):
         return counts
 
     def _num_blocks(self, item: WorkItem) -> int:
-        return len(item.prompt_token_ids) // self.config.block_size + 1
+        return pinned_blocks(len(item.prompt_token_ids), self.config.block_size)
 
     def admit_ready(self) -> None:
         """Admit waiting requests, the default tier's before the flex tier's, each in fair

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from shards.route_records import RouterConfig, WorkerLoad, pinned_blocks
+from shards.fair_queue import pinned_blocks
+from shards.route_records import RouterConfig, WorkerLoad
 from shards.worker import WorkerLoop
 
 CONFIG = RouterConfig(block_size=16, num_hot_blocks=64)
