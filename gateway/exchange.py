@@ -45,6 +45,7 @@ from gateway.errors import ApiError, says_never_retry, server_error
 from gateway.batch_retry import is_sent_again
 from gateway.batch_line_turn import BATCH_LINE
 from gateway.limits import Ticket
+from gateway.metrics_genai import record_server_request
 from gateway.collected import Reply
 from gateway.state import GatewayState
 from gateway.tracing import end_step
@@ -224,9 +225,13 @@ class Exchange:
                     else unfinished[1].num_total_tokens)
             self.state.limiters[prepared.tenant].release(self.ticket, used)
         metrics = self.state.metrics
-        if status is not None:
-            metrics.record_request(prepared.tenant, prepared.model, self.endpoint, status)
         ttft_s = (self.first_event_s - self.started_s) if self.first_event_s else None
+        error = self.error or (None if status in (None, 200) else "client_closed")   # the traced step's too
+        if status is not None:   # None: counted where the error is answered (`record_refused_request`)
+            metrics.record_request(prepared.tenant, prepared.model, self.endpoint, status)
+            record_server_request(metrics, tenant=prepared.tenant, endpoint=self.endpoint, model=prepared.model,
+                                  duration_s=time.perf_counter() - self.started_s, error_type=error, ttft_s=ttft_s,
+                                  num_output_tokens=finished.usage.num_completion_tokens if finished else 0)
         if finished is not None:
             usage = finished.usage
             metrics.record_finish(
@@ -244,7 +249,6 @@ class Exchange:
                 num_output_tokens=usage.num_completion_tokens, ttft_s=ttft_s,
                 service_tier=prepared.service_tier or "default", runs=prepared.generated.resumed_runs())
         if self.trace is not None:
-            error = self.error or (None if status in (None, 200) else "client_closed")
             message = self.error_message or (self._client_closed_message() if error == "client_closed" else None)
             sent = self.output if finished is not None or self.is_streamed else None
             self.trace.is_prefix_cached = keeps_prefix_cache(self.state, prepared.model)

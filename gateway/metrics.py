@@ -6,7 +6,8 @@ them (the workers' gauges are shown to admins only).
 Counter names follow vLLM's where one exists (`vllm:prompt_tokens_total`,
 `vllm:prefix_cache_queries_total`/`_hits_total` counted in tokens,
 `vllm:time_to_first_token_seconds`), so existing dashboards work; every series is
-labelled by `tenant` and, where a worker served it, `worker`.
+labelled by `tenant` and, where a worker served it, `worker`. The OpenTelemetry GenAI
+model-server histograms (`gen_ai_server_*`) are recorded here by gateway/metrics_genai.py.
 Invariant: recording is a dict update on the event loop (no locks, no I/O); the text is
 built only when scraped, from a `Snapshot` (copies taken on the loop) in a thread, so a
 large scrape (thousands of tenants' series) never holds the loop while it sorts and

@@ -14,6 +14,15 @@ HELP = {
     "vllm:prefix_cache_hits_total": ("counter", "Prefix cache hits, in prompt tokens."),
     "vllm:time_to_first_token_seconds": ("histogram", "Time to first token, as the gateway saw it."),
     "stepahead_gateway_overhead_seconds": ("histogram", "Time spent in the gateway itself."),
+    "gen_ai_server_request_duration_seconds": (
+        "histogram", "GenAI server request duration (OpenTelemetry gen_ai.server.request.duration): arrival to the "
+                     "reply's end, error_type on a failure."),
+    "gen_ai_server_time_to_first_token_seconds": (
+        "histogram", "Time to the model's first token for successful responses (OpenTelemetry "
+                     "gen_ai.server.time_to_first_token)."),
+    "gen_ai_server_time_per_output_token_seconds": (
+        "histogram", "Time per output token after the first for successful responses of 2 tokens or more "
+                     "(OpenTelemetry gen_ai.server.time_per_output_token)."),
     "stepahead_rejected_total": (
         "counter", "Requests refused by tenant limits (the model's per-tenant queue too), by error code."),
     "stepahead_prefix_from_previous_tokens_total": (

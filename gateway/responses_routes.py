@@ -48,6 +48,7 @@ from gateway.response_store import SHUT_DOWN, StoredResponse, stopped_error
 from gateway.conversation_items import traced_in_conversation, turn_items
 from gateway.conversation_locks import ConversationHold
 from gateway.request_metadata import checked_metadata
+from gateway.metrics_genai import record_refused_request
 from gateway.responses_format import ResponsesRequest, conversation_after, to_chat_body
 from gateway.responses_history import history_before
 from gateway.responses_errors import ErrorsRenamed, renamed
@@ -174,6 +175,7 @@ async def create_response(request: Request) -> Response:
     except ApiError as error:
         hold.release()
         state.metrics.record_request(tenant, model, "responses", error.status)
+        record_refused_request(state.metrics, tenant, "responses", model, time.perf_counter() - started_s, error)
         if parsed is not None and request_id is None:   # a valid request refused before it was prepared
             request_id, trace = _traced_refusal(state, request, parsed, traced_body or history, tenant, error,
                                                 response_id)

@@ -39,6 +39,7 @@ from gateway.embeddings import EmbeddingsRequest, reply_json, unsupported_model,
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.engine_series import router_gauges, worker_gauges
 from gateway.metrics import Labels
+from gateway.metrics_genai import record_refused_request
 from gateway.metrics_tenants import listed_limiters, tenant_gauges
 from gateway.ids import new_id
 from gateway.schemas import ChatCompletionRequest, CompletionRequest, validate
@@ -152,6 +153,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
                              started_s=started_s, trace=trace, is_call=is_chat and parsed.forces_call())
     except ApiError as error:
         state.metrics.record_request(tenant, model, endpoint, error.status)
+        record_refused_request(state.metrics, tenant, endpoint, model, time.perf_counter() - started_s, error)
         if parsed is not None and request_id is None:   # a valid request refused before it was prepared
             request_id, trace = trace_refusal(state, request, body, parsed, tenant, error, is_chat=is_chat)
         return refusal(state, error, tenant, request_id, trace)

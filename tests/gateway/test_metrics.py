@@ -2,6 +2,7 @@ import pytest
 
 from gateway.engine_series import router_gauges, worker_gauges
 from gateway.metrics import Registry
+from gateway.metrics_genai import record_server_request
 
 
 def test_registry_renders_vllm_names_per_tenant_and_worker():
@@ -118,6 +119,10 @@ def test_render_for_a_tenant_keeps_only_its_series():
                                num_prompt_tokens=10, num_cached_tokens=0, num_output_tokens=1,
                                ttft_s=0.5)
         registry.record_request(tenant, "m", "chat", 200)
+        record_server_request(registry, tenant=tenant, endpoint="chat", model="m", duration_s=0.9, ttft_s=0.5,
+                              num_output_tokens=3)
+        record_server_request(registry, tenant=tenant, endpoint="chat", model="m", duration_s=0.1,
+                              error_type="rate_limit_exceeded")
     registry.record_request("unauthenticated", "", "chat", 401)
     gauges = {("stepahead_worker_level", (("model_name", "m"), ("worker", "w0"), ("field", "x"))): 1.0,
               ("stepahead_tenant_active_requests", (("tenant", "ab"),)): 2.0}
@@ -126,6 +131,9 @@ def test_render_for_a_tenant_keeps_only_its_series():
     assert series and all('tenant="a"' in line for line in series)
     assert 'vllm:time_to_first_token_seconds_count{tenant="a",model_name="m",worker="w0",service_tier="default"} 1' \
         in mine
+    for name in ("request_duration", "time_to_first_token", "time_per_output_token"):   # the GenAI series too
+        assert f'gen_ai_server_{name}_seconds_count{{tenant="a",gen_ai_operation_name="chat",' in mine
+    assert 'error_type="rate_limit_exceeded"} 1' in mine and 'tenant="ab"' not in mine
     everything = registry.render(gauges)
     assert all(f'tenant="{t}"' in everything for t in ("a", "ab", "unauthenticated"))
     assert "stepahead_worker_level" in everything and "stepahead_worker_level" not in mine
@@ -152,6 +160,9 @@ def test_a_tenants_view_is_every_series_labelled_with_it_and_no_other():
         registry.record_finish(tenant=tenant, model="m", worker=f"w{i % 2}", finish_reason="stop",
                                num_prompt_tokens=10, num_cached_tokens=i % 10, num_output_tokens=1, ttft_s=0.01 * i)
         registry.record_overhead(tenant, 0.001)
+        record_server_request(registry, tenant=tenant, endpoint="chat" if i % 3 else "completions", model="m",
+                              duration_s=0.02 * i, error_type=None if i % 7 else "rate_limit_exceeded",
+                              ttft_s=0.01 * i, num_output_tokens=i % 4)
     for tenant in ("t3", "t29", "nobody"):
         lines = [line for line in registry.render({}, tenant=tenant).splitlines() if line and not line.startswith("#")]
         everything = [line for line in registry.render({}).splitlines() if not line.startswith("#")]
