@@ -22,6 +22,13 @@ when the collector is down new spans are dropped, memory stays bounded, and no r
 ever waits for an export; each export request stays under a byte budget
 (`otlp_export_bounds`), and the final flush at stop takes at most `FINAL_FLUSH_S`, all
 exporters together (one `FinalFlushDeadline`).
+
+With OTLP span export on, the GenAI server metrics go over OTLP too (agents_trace/otel_metrics.py
+builds their pipeline): `otlp_metrics_target` resolves where, mirroring the spans' rules with
+the metrics' own variables (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`, `…_PROTOCOL`, `…_TIMEOUT`,
+`OTEL_METRIC_EXPORT_INTERVAL`), and `otlp_target` checks those variables too, so a bad one is
+a bad config before the start; a `FinalFlushShutdown` among the processors gets the same
+final flush deadline as the exporters.
 """
 from __future__ import annotations
 
@@ -37,14 +44,22 @@ from opentelemetry.sdk.trace import SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
-from agents_trace.config import TraceConfig, TraceConfigError
+from agents_trace.config import (DEFAULT_OTLP_EXPORT_TIMEOUT_S, MAX_OTLP_EXPORT_TIMEOUT_S, OTLP_PROTOCOLS,
+                                 TraceConfig, TraceConfigError, env_number)
 from agents_trace.ordered_ids import random_bits
 from agents_trace.otlp_export_bounds import (FINAL_FLUSH_S, MAX_REQUEST_BYTES, ByteBudgetSpanExporter,
                                              FinalFlushBoundedProcessor, FinalFlushDeadline,
-                                             estimated_value_bytes)
+                                             FinalFlushShutdown, estimated_value_bytes)
 from agents_trace.otlp_failure_log import quiet_sdk_export_logging
 
 HTTP_TRACES_PATH = "/v1/traces"
+HTTP_METRICS_PATH = "/v1/metrics"
+METRICS_EXPORTER_ENV = "OTEL_METRICS_EXPORTER"
+METRICS_PROTOCOL_ENV = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"
+METRICS_TIMEOUT_ENVS = ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT")   # seconds
+METRIC_EXPORT_INTERVAL_ENV = "OTEL_METRIC_EXPORT_INTERVAL"   # milliseconds, as the SDK reads it
+DEFAULT_METRIC_EXPORT_INTERVAL_S = 60.0
+MAX_METRIC_EXPORT_INTERVAL_S = 86_400.0
 TRACES_EXPORTER_ENV = "OTEL_TRACES_EXPORTER"
 SUPPORTED_TRACES_EXPORTERS = ("otlp", "console", "none")
 
@@ -82,14 +97,19 @@ def _exporters_asked_for(environ: Mapping[str, str]) -> frozenset[str] | None:
     return frozenset() if named is not None and "none" in named else named
 
 
-def with_traces_path(endpoint: str) -> str:
-    """An OTLP/HTTP base URL with `/v1/traces` appended to its path (as to
-    OTEL_EXPORTER_OTLP_ENDPOINT), its query and fragment kept; one already ending in it as is."""
+def with_signal_path(endpoint: str, signal_path: str) -> str:
+    """An OTLP/HTTP base URL with `signal_path` (`/v1/traces`, `/v1/metrics`) appended to its
+    path (as to OTEL_EXPORTER_OTLP_ENDPOINT), its query and fragment kept; one already ending
+    in it as is."""
     parts = urlsplit(endpoint)
     path = parts.path.rstrip("/")
-    if path.endswith(HTTP_TRACES_PATH):
+    if path.endswith(signal_path):
         return endpoint
-    return urlunsplit(parts._replace(path=path + HTTP_TRACES_PATH))
+    return urlunsplit(parts._replace(path=path + signal_path))
+
+
+def with_traces_path(endpoint: str) -> str:
+    return with_signal_path(endpoint, HTTP_TRACES_PATH)
 
 
 def otlp_target(config: TraceConfig, environ: Mapping[str, str] = os.environ) -> OtlpTarget | None:
@@ -111,7 +131,59 @@ def otlp_target(config: TraceConfig, environ: Mapping[str, str] = os.environ) ->
     if endpoint and protocol != "grpc":
         endpoint = with_traces_path(endpoint)
     _check_exporter_numbers(config, environ)
-    return OtlpTarget(protocol, endpoint)
+    target = OtlpTarget(protocol, endpoint)
+    otlp_metrics_target(config, target, environ)   # its variables are checked now too
+    return target
+
+
+def otlp_metrics_target(config: TraceConfig, traces: OtlpTarget | None,
+                        environ: Mapping[str, str] = os.environ) -> OtlpTarget | None:
+    """Where the GenAI metrics go while spans go to `traces` (None: no OTLP, no metrics).
+    None too when $OTEL_METRICS_EXPORTER is set without naming `otlp` (`none`), or when
+    only $OTEL_EXPORTER_OTLP_TRACES_ENDPOINT named the spans' collector (the metrics have
+    none then). The protocol is the config's, else $OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+    else the spans' (`traces.protocol`); the config's endpoint gets
+    `/v1/metrics` (http), else the exporter reads $OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or
+    $OTEL_EXPORTER_OTLP_ENDPOINT itself. Raises TraceConfigError for a bad protocol,
+    timeout or export interval variable."""
+    if traces is None:
+        return None
+    named = {e.strip().lower() for e in environ.get(METRICS_EXPORTER_ENV, "").split(",") if e.strip()}
+    if named and "otlp" not in named:
+        return None
+    protocol = config.otlp_protocol or _metrics_protocol(environ) or traces.protocol
+    resolved_metrics_export_timeout_s(config, environ)
+    resolved_metric_export_interval_s(environ)
+    if config.otlp_endpoint:
+        endpoint = config.otlp_endpoint if protocol == "grpc" else with_signal_path(config.otlp_endpoint,
+                                                                                    HTTP_METRICS_PATH)
+        return OtlpTarget(protocol, endpoint)
+    if environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") and not (
+            environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")):
+        return None
+    return OtlpTarget(protocol, None)
+
+
+def _metrics_protocol(environ: Mapping[str, str]) -> str | None:
+    value = environ.get(METRICS_PROTOCOL_ENV, "").strip()
+    if value and value not in OTLP_PROTOCOLS:
+        raise TraceConfigError(f"{METRICS_PROTOCOL_ENV} must be one of {OTLP_PROTOCOLS}, not {value!r}")
+    return value or None
+
+
+def resolved_metrics_export_timeout_s(config: TraceConfig, environ: Mapping[str, str] = os.environ) -> float:
+    """Each metrics export request's timeout: `otlp_export_timeout_s`, else
+    $OTEL_EXPORTER_OTLP_METRICS_TIMEOUT, else $OTEL_EXPORTER_OTLP_TIMEOUT (seconds), else 10."""
+    if config.otlp_export_timeout_s is not None:
+        return config.otlp_export_timeout_s
+    return env_number(environ, METRICS_TIMEOUT_ENVS, float, DEFAULT_OTLP_EXPORT_TIMEOUT_S,
+                      most=MAX_OTLP_EXPORT_TIMEOUT_S)
+
+
+def resolved_metric_export_interval_s(environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds between metrics exports: $OTEL_METRIC_EXPORT_INTERVAL (milliseconds), else 60."""
+    return env_number(environ, (METRIC_EXPORT_INTERVAL_ENV,), float, DEFAULT_METRIC_EXPORT_INTERVAL_S * 1000,
+                      most=MAX_METRIC_EXPORT_INTERVAL_S * 1000) / 1000
 
 
 def _check_exporter_numbers(config: TraceConfig, environ: Mapping[str, str]) -> None:
@@ -173,7 +245,7 @@ def build_provider(config: TraceConfig, processors: tuple[SpanProcessor, ...] = 
     limits = None
     if exporters:
         limits = SpanLimits(max_span_attribute_length=config.resolved_otlp_attribute_max_length(environ))
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: config.resolved_service_name(environ)}),
+    provider = TracerProvider(resource=otel_resource(config, environ),
                               id_generator=SystemRandomIdGenerator(), span_limits=limits)
     if exporters:
         quiet_sdk_export_logging()
@@ -186,5 +258,13 @@ def build_provider(config: TraceConfig, processors: tuple[SpanProcessor, ...] = 
             deadline=final_flush, max_queue_size=config.resolved_otlp_max_queue_size(environ),
             max_export_batch_size=config.resolved_otlp_max_export_batch_size(environ)))
     for processor in processors:
+        if isinstance(processor, FinalFlushShutdown):
+            processor.deadline = final_flush   # after the exporters': what their final flush left
         provider.add_span_processor(processor)
     return provider
+
+
+def otel_resource(config: TraceConfig, environ: Mapping[str, str] = os.environ) -> Resource:
+    """The resource spans and metrics name: `service.name` (`resolved_service_name`) and the
+    other $OTEL_RESOURCE_ATTRIBUTES entries."""
+    return Resource.create({SERVICE_NAME: config.resolved_service_name(environ)})

@@ -14,7 +14,10 @@ that is down or slow no longer stretches the stop by an export timeout and retri
 batch. Every wait of the final flush (the exporter's last sends, the wait for the
 processor's thread, the exporter's own shutdown, and those of the provider's other
 processors) counts against one `FinalFlushDeadline`, fixed when the first of them
-begins, so they never add up past `final_flush_s` in total.
+begins, so they never add up past `final_flush_s` in total. `FinalFlushShutdown` puts
+something else stopped with the tracer provider (the GenAI metrics' meter provider) under
+that same deadline: it exports no spans, and at the provider's shutdown calls its
+`shutdown` with the seconds left.
 
 Invariants: every part a batch is split into, except a single span over the budget,
 has an estimated size <= the budget; spans keep their order; after the final flush's
@@ -28,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 MAX_REQUEST_BYTES = 3 * 1024 * 1024   # a 1 MiB margin under gRPC's default 4 MiB message limit
@@ -166,3 +169,18 @@ class FinalFlushBoundedProcessor(BatchSpanProcessor):
         remaining_s = self.deadline.remaining_s()   # one deadline for the sends and the waits below
         self.bounded_exporter.stop_sending_in(remaining_s)
         self._batch_processor.shutdown(timeout_millis=self.deadline.remaining_s() * 1000)
+
+
+class FinalFlushShutdown(SpanProcessor):
+    """A processor that exports no spans: at its provider's shutdown it calls
+    `shutdown(seconds)` with what is left of `deadline` (0 once past it; the callee must
+    return by then). `build_provider` gives it the deadline its exporters' processors
+    share, and adds it after them, so it gets what their final flush left: the stop's
+    final flush stays `final_flush_s` in all."""
+
+    def __init__(self, shutdown: Callable[[float], None]) -> None:
+        self._shutdown = shutdown
+        self.deadline = FinalFlushDeadline()
+
+    def shutdown(self) -> None:
+        self._shutdown(self.deadline.remaining_s())

@@ -31,6 +31,8 @@ SDK_EXPORT_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.grpc.exporter",
     "opentelemetry.sdk._shared_internal",                      # "Queue full, dropping span."
     "opentelemetry.exporter.otlp.proto.common._internal",      # "Failed to encode key ..." (a traceback)
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",  # the GenAI metrics' (otel_metrics.py)
+    "opentelemetry.sdk.metrics._internal.export",              # "Exception while exporting metrics"
 )
 ATTRIBUTES_LOGGER = "opentelemetry.attributes"
 MANAGED_LOGGERS = (*SDK_EXPORT_LOGGERS, ATTRIBUTES_LOGGER)   # those this module attaches filters to

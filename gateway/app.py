@@ -45,7 +45,7 @@ from gateway.http_io import ClientGone
 from gateway.limiters import Limiters
 from gateway.literal_routes import RouteBesideLiterals
 from gateway.model_backends import build_backend, engine_options_run, num_local_workers
-from gateway.metrics import Registry
+from gateway.metrics_genai import GenAiRegistry
 from gateway.response_archive import ResponseArchive
 from gateway.reload import HangupsBeforeStart, Overrides, reload_on_hangup
 from gateway.response_store import ResponseStore
@@ -137,7 +137,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         config=config,
         keys=KeyRing(config.tenants),
         limiters=limiters,
-        metrics=Registry(),
+        metrics=GenAiRegistry(),   # its OTel instruments set with the tracer (OTLP on)
         backends={m.name: build_backend(m, config, limiters) for m in config.models},
         responses=response_store(config),
         conversations=conversation_store(config),
@@ -154,7 +154,7 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
         try:
             # before the models load: every place the stores cannot write fails the start now, in one line
             await asyncio.to_thread(check_store_places, config)
-            state.tracer = build_tracer(config)
+            state.tracer = build_tracer(config, state.metrics)
             if state.tracer is not None:
                 with stated_start_failures(f"the trace store {state.tracer.store_path} (set [tracing] store_path or "
                                            "$STEPAHEAD_TRACE_DB to a place it can write)"):

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from agents_trace.api import Viewer, build_trace_router
+from agents_trace.otel_metrics import build_meter_provider, meter_provider_stop
 from agents_trace.records import ChoiceOutput, StepContext, StepResult, ToolCall
 from agents_trace.tracer import AgentTracer
 from fastapi import APIRouter
@@ -24,13 +25,31 @@ from cache.damaged_files import is_damaged_database
 from gateway.config import GatewayConfig
 from gateway.errors import ApiError, unavailable
 from gateway.collected import Collected, Reply
+from gateway.metrics import Registry
+from gateway.metrics_genai import METER_NAME, GenAiInstruments, GenAiRegistry
 
 log = logging.getLogger("stepahead.gateway")
 MAX_ERROR_MESSAGE_CHARS = 400   # of a failed step's message (an upstream's, at most 240 and a prefix, fits whole)
 
 
-def build_tracer(config: GatewayConfig) -> AgentTracer | None:
-    return AgentTracer(config.tracing) if config.tracing.enabled else None
+def build_tracer(config: GatewayConfig, metrics: Registry | None = None) -> AgentTracer | None:
+    """The app's tracer (None with tracing off). With OTLP span export on, the GenAI server
+    histograms go over OTLP too: a meter provider whose instruments `metrics` (the app's
+    `GenAiRegistry`) records into from now on, shut down at the tracer's stop within its
+    final flush deadline (agents_trace/otel_metrics.py)."""
+    if not config.tracing.enabled:
+        return None
+    meter_provider = build_meter_provider(config.tracing)
+    if meter_provider is None:
+        return AgentTracer(config.tracing)
+    try:
+        tracer = AgentTracer(config.tracing, span_processors=(meter_provider_stop(meter_provider),))
+    except BaseException:
+        meter_provider_stop(meter_provider).shutdown()   # its reader's thread; nothing was recorded
+        raise
+    if isinstance(metrics, GenAiRegistry):
+        metrics.genai_otel = GenAiInstruments.of(meter_provider.get_meter(METER_NAME))
+    return tracer
 
 
 def trace_viewer(request: Request) -> Viewer:

@@ -1,11 +1,8 @@
 """OTLP export against local receivers (http/protobuf and grpc), and the target rules."""
 from __future__ import annotations
 
-import gzip
-import threading
 import time
 from concurrent import futures
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 import pytest
@@ -16,45 +13,7 @@ from agents_trace.otel_setup import otlp_target
 from agents_trace.tracer import AgentTracer
 
 from tests.agents_trace.helpers import ManualClock, run_scripted_session
-
-
-def _spans(request: trace_service_pb2.ExportTraceServiceRequest) -> list:
-    return [span for resource in request.resource_spans for scope in resource.scope_spans
-            for span in scope.spans]
-
-
-class _Collected:
-    def __init__(self) -> None:
-        self.spans: list = []
-        self.lock = threading.Lock()
-
-    def add(self, request) -> None:
-        with self.lock:
-            self.spans.extend(_spans(request))
-
-
-def _http_receiver(collected: _Collected) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - the http.server API
-            body = self.rfile.read(int(self.headers["content-length"]))
-            if self.headers.get("content-encoding") == "gzip":
-                body = gzip.decompress(body)
-            request = trace_service_pb2.ExportTraceServiceRequest()
-            request.ParseFromString(body)
-            collected.add(request)
-            reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200 if self.path == "/v1/traces" else 404)
-            self.send_header("content-type", "application/x-protobuf")
-            self.send_header("content-length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+from tests.agents_trace.otlp_receiver import Collected, http_receiver
 
 
 def _traced_session(tmp_path, endpoint: str, protocol: str) -> None:
@@ -78,8 +37,8 @@ def _assert_agent_session(spans) -> None:
 
 
 def test_otlp_http_export_reaches_a_local_receiver(tmp_path):
-    collected = _Collected()
-    server = _http_receiver(collected)
+    collected = Collected()
+    server = http_receiver(collected)
     try:
         _traced_session(tmp_path, f"http://127.0.0.1:{server.server_address[1]}", "http/protobuf")
     finally:
@@ -88,11 +47,11 @@ def test_otlp_http_export_reaches_a_local_receiver(tmp_path):
 
 
 def test_otlp_grpc_export_reaches_a_local_receiver(tmp_path):
-    collected = _Collected()
+    collected = Collected()
 
     class Receiver(trace_service_pb2_grpc.TraceServiceServicer):
         def Export(self, request, context):  # noqa: N802 - the generated API
-            collected.add(request)
+            collected.add("/v1/traces", request)
             return trace_service_pb2.ExportTraceServiceResponse()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
