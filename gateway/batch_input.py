@@ -14,7 +14,10 @@ Invariants:
   batch runs to its end as when it was held in memory;
 - at its creation (`served` given), a batch whose lines name a model the gateway does not
   serve fails as a bad file does (`model_not_found`, at the first line naming it; QA153
-  finding 5: every line was a 404 of its own); a batch that goes on is not checked again,
+  finding 5: every line was a 404 of its own), and one whose model cannot serve the batch's
+  endpoint (`served` a mapping that says why: an embeddings batch on a chat model, a chat
+  batch on an embedding model) fails the same way with the error each line would have got
+  (`model_not_supported`; QA212 F4); a batch that goes on is not checked again,
   so a model gone since (a restart without it) answers each line's 404 as before;
 - the requests read are those checked: a file's bytes never change (gateway/file_store.py);
   a line that no longer reads as its checked request raises `InputChanged`;
@@ -34,7 +37,7 @@ import contextlib
 import mmap
 import os
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +90,9 @@ class BatchInput:
     def opened(cls, path: Path, endpoint: str, served: Collection[str] | None = None
                ) -> tuple["BatchInput", list[dict]]:
         """The file at `path` checked for a batch of `endpoint` (and, with `served`, for a
-        model among them) and held open, and []; (an `empty` input, its errors) for a bad
-        file. FileNotFoundError when there is none."""
+        model among them, and, where `served` maps each model to why it cannot serve
+        `endpoint` (None where it can), for one that can) and held open, and []; (an
+        `empty` input, its errors) for a bad file. FileNotFoundError when there is none."""
         file = open(path, "rb", buffering=0)
         try:
             models: list[str] = []
@@ -102,9 +106,8 @@ class BatchInput:
             with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) if size else contextlib.nullcontext(b"") \
                     as data:
                 lines, errors = checked_lines(data, endpoint, keep)
-                if not errors and served is not None and models[0] not in served:
-                    # (every line is good: the first one is the first line not blank)
-                    errors = [unserved_model(models[0], data[:lines[0].offset].count(b"\n") + 1, served)]
+                if not errors and served is not None:
+                    errors = _model_errors(models[0], data[:lines[0].offset].count(b"\n") + 1, served)
         except BaseException:
             file.close()
             raise
@@ -158,6 +161,16 @@ class BatchInput:
                 self.file.close()
             finally:
                 self._reading.release()
+
+
+def _model_errors(model: str, line: int, served: Collection[str]) -> list[dict]:
+    """The file errors of a good file whose requests all name `model` (`line` the first
+    naming it, its first line not blank): none when `served` holds it and (`served` a
+    mapping) says no reason it cannot serve the batch's endpoint."""
+    if model not in served:
+        return [unserved_model(model, line, served)]
+    why = served[model] if isinstance(served, Mapping) else None
+    return [] if why is None else [{"code": "model_not_supported", "message": why, "param": "body.model", "line": line}]
 
 
 def unserved_model(model: str, line: int, served: Collection[str]) -> dict:

@@ -2,7 +2,9 @@
 
 Invariants: a file with any bad line gives no requests, only errors (the batch fails
 whole, before anything runs); each error names its line (from 1) and what is wrong, at
-most `MAX_ERRORS` of them; every request kept has a unique non-empty `custom_id`, method
+most `MAX_ERRORS` of them, the first bad lines: past that, every line is still checked and
+the last error listed says how many more are bad (OpenAI's `errors` object has no field
+for it; QA212 F1); every request kept has a unique non-empty `custom_id`, method
 POST, the batch's endpoint as `url`, a JSON object `body` that does not ask to stream or
 to run in the background (its result would be the queued response, not the answer), and
 names the model the first good request names (a batch runs one model, as at OpenAI);
@@ -109,6 +111,7 @@ def checked_lines(data: Buffer, endpoint: str, keep: Callable[[int, int, BatchRe
     errors: list[dict] = []
     seen: set[str] = set()
     model, model_line = None, None   # the batch's model: the first good request's, and its line
+    num_good, num_unlisted = 0, 0   # the good lines, and the bad ones past the first MAX_ERRORS
     # NOTE: lines end at "\n" alone (JSON Lines): a bare "\r" is JSON whitespace inside a line
     for number, offset, raw in _lines_of(data):
         if not raw.strip():
@@ -123,16 +126,22 @@ def checked_lines(data: Buffer, endpoint: str, keep: Callable[[int, int, BatchRe
                                f"batch's {model!r} (line {model_line}'s): a batch runs one model.", number,
                                "body.model")
         if error is not None:
-            errors.append(error)
-            if len(errors) >= MAX_ERRORS:
-                break
+            if len(errors) < MAX_ERRORS:
+                errors.append(error)
+            else:
+                num_unlisted += 1
             continue
         seen.add(request.custom_id)
-        kept.append(keep(offset, len(raw), request))
-        if len(kept) > MAX_REQUESTS:
+        num_good += 1
+        if num_good > MAX_REQUESTS:
             return [], [_error("too_many_requests", f"A batch holds at most {MAX_REQUESTS:,} requests.")]
+        if not errors:   # (a file with a bad line keeps nothing)
+            kept.append(keep(offset, len(raw), request))
     if not errors and not kept:
         errors.append(_error("empty_file", "The input file holds no requests."))
+    if num_unlisted:
+        errors[-1] = {**errors[-1], "message": f"{errors[-1]['message']} (Not listed: {num_unlisted:,} more bad "
+                      f"line{'s' if num_unlisted > 1 else ''} after this one; the first {MAX_ERRORS} are listed.)"}
     return ([], errors) if errors else (kept, [])
 
 

@@ -4,17 +4,24 @@
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's batches (their ids answer 404); a body field these
-endpoints do not know is a 400 naming it.
+endpoints do not know is a 400 naming it, a required one missing a 400
+`missing_required_parameter` naming it; a batch whose model the gateway does not serve, or
+cannot serve on the batch's endpoint (`endpoint_refusals`), fails at its creation, before
+any line runs.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from gateway.batch_lines import ENDPOINTS
+from gateway.backend import Backend
 from gateway.batch_store import Batch
+from gateway.embeddings import unsupported_model
+from gateway.local_embeddings import LocalEmbeddingBackend, embeddings_only
 from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError, invalid_request
 from gateway.file_records import checked_expires_after
@@ -58,8 +65,24 @@ async def create_batch(request: Request, state: GatewayState, tenant: str) -> Re
     now = int(time.time())
     batch = Batch(f"batch_{random_hex(32)}", tenant, body["endpoint"], stored.id, body["completion_window"],
                   now, now + window_s, metadata, output_expires_after_s=output_expires_after_s)
-    # an unknown model fails the batch at once, as OpenAI's check of the file does (QA153 finding 5)
-    return JSONResponse((await state.batches.create(batch, frozenset(state.backends))).as_object())
+    # an unknown model fails the batch at once, as OpenAI's check of the file does (QA153 finding 5),
+    # and so does one that cannot serve the endpoint (QA212 F4: each line was its own 400)
+    served = endpoint_refusals(state.backends, batch.endpoint)
+    return JSONResponse((await state.batches.create(batch, served)).as_object())
+
+
+def endpoint_refusals(backends: Mapping[str, Backend], endpoint: str) -> dict[str, str | None]:
+    """Each served model, with the message of the 400 `model_not_supported` a request of
+    `endpoint` would get from it (None where it serves `endpoint`), as the endpoints decide
+    it: /v1/embeddings takes a model with `prepare_embeddings` or `embed` (gateway/routes.py),
+    and a local embedding model serves nothing else (gateway/local_embeddings.py)."""
+    def refusal(name: str, backend: Backend) -> str | None:
+        if endpoint == "/v1/embeddings":
+            if getattr(backend, "prepare_embeddings", None) is None and getattr(backend, "embed", None) is None:
+                return unsupported_model(name).message
+            return None
+        return embeddings_only(name).message if isinstance(backend, LocalEmbeddingBackend) else None
+    return {name: refusal(name, backend) for name, backend in backends.items()}
 
 
 @tenant_endpoint

@@ -14,7 +14,10 @@ with a `Content-Encoding` is a 415 `unsupported_content_encoding`, as a JSON bod
 read as if it were plain), and its media type is matched in any case. An upload whose
 body stalls past `[server] body_timeout_s` is a 408 `request_timeout` (gateway/body_timeout.py),
 its reservation released and nothing of it kept (its parts were only spooled: the store's
-partial file is begun once the whole form is read).
+partial file is begun once the whole form is read). A required field missing (`file`, also
+from a body that is no multipart form, or `purpose`) is a 400 `missing_required_parameter`
+naming it, as a batch's missing field is; a field of the form given twice (two `purpose`
+fields, as two file parts) is a 400 naming it, never the last one taken (QA212 F2, F3).
 """
 from __future__ import annotations
 
@@ -41,6 +44,7 @@ MULTIPART_SLACK_BYTES = 64 * 1024   # the form's own bytes around the file
 # GET /v1/files's `limit`: 1-10,000, default 10,000, as OpenAI's reference gives it (its
 # other lists: 1-100, default 20), so one `client.files.list()` call's `.data` holds them all
 FILES_LIMIT = 10_000
+FORM_FIELDS = ("file", "purpose", "expires_after", "expires_after[anchor]", "expires_after[seconds]")
 
 
 @tenant_endpoint
@@ -52,8 +56,8 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
     if declared is not None and declared > limit + MULTIPART_SLACK_BYTES:
         raise body_too_large(limit)
     if media_type(request.headers.get("content-type", "")) != "multipart/form-data":
-        raise invalid_request("Upload a file as multipart/form-data with the fields 'file' and 'purpose'.",
-                              param="file")
+        raise invalid_request("Missing required parameter: 'file' (upload it as multipart/form-data with the "
+                              "fields 'file' and 'purpose').", param="file", code="missing_required_parameter")
     stored = await state.files.stored_bytes(tenant)
     with state.files.uploads.reserving(tenant, declared or 0) as reservation:
         room = cap - stored - reservation.others   # what the tenant's files and its other uploads leave
@@ -80,10 +84,14 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
         try:
             if closing is not None and (cut := closing.problem()) is not None:   # its last part dropped
                 raise invalid_request(f"The multipart body could not be read: {cut}", param="file")
+            _refuse_repeated_fields(form)
             upload, purpose = form.get("file"), form.get("purpose")
             if not isinstance(upload, UploadFile):
                 raise invalid_request("Missing required parameter: 'file' (a file part).", param="file",
                                       code="missing_required_parameter")
+            if purpose is None:
+                raise invalid_request(f"Missing required parameter: 'purpose' (one of {', '.join(UPLOAD_PURPOSES)}).",
+                                      param="purpose", code="missing_required_parameter")
             if purpose not in UPLOAD_PURPOSES:
                 raise invalid_request(f"'purpose' must be one of {', '.join(UPLOAD_PURPOSES)}.",
                                       param="purpose", code="invalid_value")
@@ -101,6 +109,15 @@ def media_type(content_type: str) -> str:
     (media types are case-insensitive, RFC 9110 8.3.1; starlette's form parser reads
     `Multipart/Form-Data` as well)."""
     return content_type.partition(";")[0].strip(" \t").lower()
+
+
+def _refuse_repeated_fields(form) -> None:
+    """A 400 naming the first field of the upload's form (`FORM_FIELDS`) given more than once:
+    which one was meant cannot be known (a repeated file part is refused by the parser)."""
+    for name in FORM_FIELDS:
+        if (count := len(form.getlist(name))) > 1:
+            raise invalid_request(f"Give '{name}' once: this upload has {count} '{name}' fields.", param=name,
+                                  code="invalid_value")
 
 
 def _expires_after_s(form, purpose: str) -> int | None:

@@ -42,6 +42,24 @@ def test_an_empty_file_fails_and_errors_are_capped():
     assert len(errors) == MAX_ERRORS
 
 
+def test_past_the_listed_errors_the_last_one_says_how_many_more_lines_are_bad():
+    """QA212 F1: 5,000 bad lines listed 100 and said nothing of the rest; the file is still
+    checked whole, and the 100th error's message counts the bad lines not listed (good lines
+    among them are not counted; OpenAI's errors object has no field for it)."""
+    data = _file(*["x"] * (MAX_ERRORS + 40), _line("a"), _line("b", method="GET"), *["x"] * 9)
+    requests, errors = batch_requests(data, URL)
+    assert requests == [] and len(errors) == MAX_ERRORS
+    assert [e["line"] for e in errors] == list(range(1, MAX_ERRORS + 1))
+    assert errors[-1]["code"] == "invalid_json_line" and errors[-1]["message"].startswith("This line is not valid JSON")
+    assert errors[-1]["message"].endswith(f"(Not listed: 50 more bad lines after this one; the first {MAX_ERRORS} "
+                                          "are listed.)")
+    assert not any("Not listed" in e["message"] for e in errors[:-1])
+    _, one_more = batch_requests(b"x\n" * MAX_ERRORS + b"x", URL)
+    assert one_more[-1]["message"].endswith("(Not listed: 1 more bad line after this one; the first 100 are listed.)")
+    _, exactly = batch_requests(b"x\n" * MAX_ERRORS, URL)   # (the last piece is blank: 100 bad lines)
+    assert len(exactly) == MAX_ERRORS and "Not listed" not in exactly[-1]["message"]
+
+
 def _nested(depth: int) -> object:
     """A value `depth` arrays deep (json_depth counts it `depth`)."""
     value: object = []

@@ -3,7 +3,9 @@ passed the create check and ran, each line a 404 `model_not_found` in its error 
 OpenAI fails such a batch when it checks the file. Now it is `failed` at create, with one
 file error (`model_not_found`, param `body.model`, the first line naming it) and nothing
 runs; a served model runs as before, and a model gone while a batch runs (a restart
-without it) still answers each line's 404."""
+without it) still answers each line's 404. QA212 F4: a model that cannot serve the batch's
+endpoint (an embeddings batch on a chat model, a chat batch on an embedding model) fails
+the same way, with the `model_not_supported` each line would have got."""
 from __future__ import annotations
 
 import asyncio
@@ -17,6 +19,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from gateway.auth import KeyRing
+from gateway.batch_input import BatchInput
+from gateway.batches_routes import endpoint_refusals
+from gateway.embedding_model import EmbeddingModelConfig
+from gateway.embeddings import unsupported_model
+from gateway.local_embeddings import LocalEmbeddingBackend, embeddings_only
 from gateway.batch_runner import BatchRunner
 from gateway.batch_store import Batch, BatchStore
 from gateway.config import TenantConfig
@@ -25,9 +32,9 @@ from gateway.file_store import FileStore
 
 
 
-def _jsonl(model: str, count: int = 3) -> bytes:
-    return "\n".join(json.dumps({"custom_id": f"r{n}", "method": "POST", "url": "/v1/chat/completions",
-                                 "body": {"model": model, "messages": [{"role": "user", "content": f"hi {n}"}]}})
+def _jsonl(model: str, count: int = 3, url: str = "/v1/chat/completions") -> bytes:
+    body = ({"input": "text"} if url == "/v1/embeddings" else {"messages": [{"role": "user", "content": "hi"}]})
+    return "\n".join(json.dumps({"custom_id": f"r{n}", "method": "POST", "url": url, "body": {"model": model, **body}})
                      for n in range(count)).encode()
 
 
@@ -97,3 +104,48 @@ def test_a_model_gone_while_its_batch_runs_answers_each_lines_404(tmp_path):
     assert (found.completed, found.failed, found.output_file_id) == (0, 3, None)
     assert {line["response"]["status_code"] for line in lines} == {404}
     assert {line["response"]["body"]["error"]["code"] for line in lines} == {"model_not_found"}
+
+
+def test_an_embeddings_batch_on_a_chat_model_fails_at_create_with_the_error_each_line_got(gateway):
+    """QA212 F4's repro: every line of an embeddings batch on "tiny" was a 400 of its own."""
+    with httpx.Client(base_url=gateway.base_url, headers=gateway.headers("alpha"), timeout=30) as client:
+        upload = client.post("/v1/files", data={"purpose": "batch"},
+                             files={"file": ("in.jsonl", b"\n" + _jsonl("tiny", 4, "/v1/embeddings"))})
+        created = client.post("/v1/batches", json={
+            "input_file_id": upload.json()["id"], "endpoint": "/v1/embeddings", "completion_window": "24h"}).json()
+        assert created["status"] == "failed" and created["in_progress_at"] is None, created
+        assert created["errors"]["data"] == [{"code": "model_not_supported", "param": "body.model", "line": 2,
+                                              "message": unsupported_model("tiny").message}]
+        assert created["request_counts"] == {"total": 0, "completed": 0, "failed": 0}
+        direct = client.post("/v1/embeddings", json={"model": "tiny", "input": "text"})   # what each line got
+        assert direct.status_code == 400 and direct.json()["error"]["code"] == "model_not_supported"
+        assert direct.json()["error"]["message"] == created["errors"]["data"][0]["message"]
+
+
+def test_each_endpoint_refuses_the_models_that_cannot_serve_it_and_the_input_check_says_so(tmp_path):
+    class Chat:   # a local chat model: no embeddings
+        pass
+
+    class Upstream:
+        async def embed(self, request):
+            raise AssertionError
+
+    backends = {"chat": Chat(), "up": Upstream(),
+                "enc": LocalEmbeddingBackend(EmbeddingModelConfig(name="enc", path=str(tmp_path)))}
+    assert endpoint_refusals(backends, "/v1/embeddings") == {
+        "chat": unsupported_model("chat").message, "up": None, "enc": None}
+    for endpoint in ("/v1/chat/completions", "/v1/completions", "/v1/responses"):
+        assert endpoint_refusals(backends, endpoint) == {"chat": None, "up": None,
+                                                         "enc": embeddings_only("enc").message}
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"\n\n" + _jsonl("enc"))
+    chat = "/v1/chat/completions"
+    checked, errors = BatchInput.opened(path, chat, endpoint_refusals(backends, chat))
+    assert (checked.lines, errors) == ([], [{"code": "model_not_supported", "param": "body.model", "line": 3,
+                                             "message": embeddings_only("enc").message}])
+    for served in (endpoint_refusals(backends, "/v1/embeddings"), {"enc"}):   # a model that serves it; a plain set
+        checked, errors = BatchInput.opened(path, chat, served)
+        assert errors == [] and len(checked.lines) == 3
+        checked.close()
+    checked, errors = BatchInput.opened(path, chat, endpoint_refusals({"chat": Chat()}, chat))
+    assert [error["code"] for error in errors] == ["model_not_found"]   # an unknown model is still the 404's error

@@ -158,6 +158,7 @@ def test_bad_requests_and_other_tenants_get_openai_shaped_errors(client, gateway
     no_file = httpx.post(f"{gateway.base_url}/v1/files", headers=gateway.headers("alpha"), data={"purpose": "batch"},
                          files={"other": ("x", b"x")})
     assert no_file.status_code == 400 and no_file.json()["error"]["param"] == "file"
+    assert no_file.json()["error"]["code"] == "missing_required_parameter"
     assert client.files.delete(other.id).deleted
     with pytest.raises(openai.NotFoundError):
         client.files.retrieve(other.id)
