@@ -140,3 +140,27 @@ def test_a_file_saved_before_a_part_was_kept_is_written_again_with_it(tmp_path, 
     with Predictor.restored(tmp_path, CONFIG) as restored:
         restored.save(tmp_path)
     assert stems == [tenant_stem("alpha")] and "turn_offsets" in json.loads(path.read_text())
+
+
+def test_a_restart_fits_the_sessions_its_last_stop_learned_unfitted(tmp_path):
+    """QA215 F1: sessions a gateway learned at its stop were saved with no model fitted,
+    and the restart fitted none until one of the tenant's sessions ended (15 min and more
+    with the default idle timeout): the restore now asks for the fit that is due."""
+    learning = Predictor(CONFIG)   # no background refits: learned, never fitted, as at a stop
+    for index, steps in enumerate(agent_sessions(8)):
+        for t_s, symbol in enumerate(steps):
+            learning.observe("alpha", f"s{index}", symbol, float(t_s))
+        learning.end_session("alpha", f"s{index}")
+    assert learning.model_of("alpha") is None and learning.status("alpha").num_learned == 8
+    learning.save(tmp_path)
+    learning.close()
+    restored = Predictor.restored(tmp_path, PredictorConfig(min_sessions=5))
+    try:
+        assert restored.wait_for_refits(30.0)
+        assert restored.model_of("alpha") is not None
+        assert restored.request_due_refits() == []   # fitted: nothing due any more
+    finally:
+        restored.close()
+    unfitted = Predictor.restored(tmp_path, CONFIG)   # refits left to the caller (replays): none asked for
+    assert unfitted.request_due_refits() == [] and unfitted.model_of("alpha") is None
+    unfitted.close()
