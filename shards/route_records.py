@@ -55,8 +55,9 @@ class WorkerLoad:
     `num_queued_prefill_tokens` is their sum over the tenants; flex requests'
     (`WorkItem.flex`, prefilled after the others) prefill is `num_flex_prefill_tokens`;
     `num_active_decodes` and `num_outstanding` count the requests of both tiers, and
-    `pinned_blocks` the KV blocks (`pinned_blocks()`) they pin per tenant, flex ones under
-    their tenant as the worker counts them (a tenant pinning none has no entry).
+    `pinned_blocks` the KV blocks (`pinned_blocks()`) the decoding ones pin per tenant (from
+    their first token: requests the worker surely admitted), flex ones under their tenant
+    as the worker counts them (a tenant pinning none has no entry).
     Invariant: `release` undoes exactly what `add` (and `start_decode`) did for a request."""
 
     num_queued_prefill_tokens: int = 0
@@ -103,21 +104,23 @@ class WorkerLoad:
         """Would one more request of `tenant` (of either tier), pinning `num_blocks`, wait
         here for KV room? The worker's own rule (`shards.fair_queue.may_pin`, the same
         function) applied to the router's view: never when `num_hot_blocks` is unknown.
-        Approximation: the router cannot tell the requests waiting on the worker (which
-        pin nothing there yet) from the admitted ones, so it counts every request routed
-        here and not ended as pinning, and names no tenant as waiting (each tenant with a
-        request here pins in this view). It errs toward "waits": only where some of the
-        requests it counts still wait there, and a tenant's next request waits behind its
-        own earlier ones anyway (each tenant's queue is FIFO)."""
+        Approximation: the router cannot tell the requests waiting or prefilling on the
+        worker from the admitted ones, so it counts only those past their first token
+        (surely admitted: a lower bound of the worker's pins) and names no tenant as
+        waiting. It errs toward "admits": counting every request routed here as pinning
+        pushed a bursting tenant's requests, which its home worker would have taken, onto
+        the other tenants' workers (bench_routing's noisy neighbour: their p99 1.04 -> 1.6)."""
         if config.num_hot_blocks is None:
             return False
         return not may_pin(tenant, num_blocks, self.pinned_blocks, set(), weights, config.num_hot_blocks)
 
+    def serves_other_tenants(self, tenant: str) -> bool:
+        """Whether a tenant other than `tenant` has a request here (either tier)."""
+        return any(name != tenant for name in self.by_tenant) or any(name != tenant for name in self.pinned_blocks)
+
     # --- charges: `add` when routed, `start_decode` at its first token, `release` at its end
-    def add(self, tenant: str, num_prefill_tokens: int, flex: bool, *, num_blocks: int) -> None:
+    def add(self, tenant: str, num_prefill_tokens: int, flex: bool) -> None:
         self.num_outstanding += 1
-        if num_blocks:
-            self.pinned_blocks[tenant] = self.pinned_blocks.get(tenant, 0) + num_blocks
         if flex:
             self.num_flex_prefill_tokens += num_prefill_tokens
             return
@@ -126,9 +129,11 @@ class WorkerLoad:
         mine.num_queued_prefill_tokens += num_prefill_tokens
         mine.num_outstanding += 1
 
-    def start_decode(self, tenant: str, num_prefill_tokens: int, flex: bool) -> None:
+    def start_decode(self, tenant: str, num_prefill_tokens: int, flex: bool, *, num_blocks: int) -> None:
         self._release_prefill(tenant, num_prefill_tokens, flex)
         self.num_active_decodes += 1
+        if num_blocks:
+            self.pinned_blocks[tenant] = self.pinned_blocks.get(tenant, 0) + num_blocks
 
     def release(self, tenant: str, num_prefill_tokens: int, flex: bool, is_decoding: bool, *,
                 num_blocks: int) -> None:
@@ -137,7 +142,7 @@ class WorkerLoad:
         else:
             self._release_prefill(tenant, num_prefill_tokens, flex)
         self.num_outstanding -= 1
-        if num_blocks:
+        if is_decoding and num_blocks:
             left = self.pinned_blocks[tenant] - num_blocks
             if left:
                 self.pinned_blocks[tenant] = left

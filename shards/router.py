@@ -256,8 +256,7 @@ class Router:
     def _charge(self, request_id: str, decision: Decision, query: RouteQuery, session: str | None) -> None:
         charge = _Charge(decision.worker_id, query.tenant, decision.num_prefill_tokens, flex=query.flex,
                          num_blocks=pinned_blocks(query.num_prompt_tokens, self.config.block_size))
-        self._loads[decision.worker_id].add(charge.tenant, charge.num_prefill_tokens, charge.flex,
-                                            num_blocks=charge.num_blocks)
+        self._loads[decision.worker_id].add(charge.tenant, charge.num_prefill_tokens, charge.flex)
         self._charges[request_id] = charge
         stats = self.stats
         stats.num_routed[decision.reason] = stats.num_routed.get(decision.reason, 0) + 1
@@ -275,7 +274,8 @@ class Router:
         charge = self._charges.get(request_id)
         if charge is None or charge.is_decoding:
             return
-        self._loads[charge.worker_id].start_decode(charge.tenant, charge.num_prefill_tokens, charge.flex)
+        self._loads[charge.worker_id].start_decode(charge.tenant, charge.num_prefill_tokens, charge.flex,
+                                                   num_blocks=charge.num_blocks)
         charge.is_decoding = True
 
     def on_done(self, request_id: str) -> None:

@@ -12,12 +12,13 @@ LIVE = ["w0", "w1", "w2"]
 PROBE = RouteQuery("ta", "probe", [BlockHash(i) for i in range(32)], 520)   # 33 blocks
 
 
-def _loads(**streams):
-    """w0..w2, each with its given number of tenant ta's one-block streams."""
-    loads = {w: WorkerLoad() for w in LIVE}
+def _loads(tenant="ta", loads=None, **streams):
+    """w0..w2, each with its given number of `tenant`'s one-block streams, decoding."""
+    loads = loads or {w: WorkerLoad() for w in LIVE}
     for worker, n in streams.items():
         for _ in range(n):
-            loads[worker].add("ta", 10, False, num_blocks=1)
+            loads[worker].add(tenant, 10, False)
+            loads[worker].start_decode(tenant, 10, False, num_blocks=1)
     return loads
 
 
@@ -59,3 +60,18 @@ def test_a_flex_request_is_held_to_its_tenants_pins():
 def test_the_slot_rule_still_applies_first():
     loads = _loads(w1=8)   # w1: ta holds every slot
     assert _candidates(loads, RouteQuery("ta", None, [], 10)) == ["w0", "w2"]
+
+
+def test_a_tenants_overflow_never_spills_onto_other_tenants_workers():
+    """bench_routing's burst: a bursting tenant's home held its next request back, and the
+    others' workers took it (their p99 1.04 -> 1.6); only workers serving no other tenant
+    take it, and with none, every worker stays a candidate, as before the KV rule."""
+    assert _candidates(_loads(loads=_loads(w0=6), tenant="tb", w1=1)) == ["w2"]
+    assert _candidates(_loads(loads=_loads(w0=6), tenant="tb", w1=1, w2=1)) == LIVE
+
+
+def test_queued_requests_count_as_pinning_nothing():
+    loads = {w: WorkerLoad() for w in LIVE}
+    for _ in range(6):
+        loads["w0"].add("ta", 10, False)   # routed, no first token yet: maybe still queued there
+    assert _candidates(loads) == LIVE
