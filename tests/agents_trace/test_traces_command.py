@@ -48,6 +48,22 @@ def test_traces_export_writes_the_session(store, tmp_path, capsys):
                                                      "tool:book_table"]
 
 
+def test_export_and_delete_take_the_session_as_show_does(store, tmp_path, capsys):
+    """QA216 F5: `traces show ID` takes the id positionally, and so do export and delete;
+    one of SESSION, --session and --all, never two, never none."""
+    assert _run(["traces", "export", "only", "--db", str(store)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+    refused = ((["only", "--all"], "not SESSION and --all"), (["only", "--session", "only"], "not SESSION and --session"),
+               ([], ""))
+    for argv, says in refused:
+        for command, more in (("export", []), ("delete", ["--yes"])):
+            assert _run(["traces", command, *argv, *more, "--db", str(store)]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("stepahead: name one session (SESSION or --session SESSION) or --all") and says in err
+    assert _run(["traces", "delete", "only", "--yes", "--db", str(store)]) == 0
+    assert _run(["traces", "show", "only", "--db", str(store)]) == 1
+
+
 def test_traces_export_needs_tenant_for_ambiguous_id(store, capsys):
     assert _run(["traces", "export", "--session", "s1", "--db", str(store)]) == 2
     assert "--tenant" in capsys.readouterr().err
