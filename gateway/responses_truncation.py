@@ -4,10 +4,11 @@ when the last turn alone is still too long — an agent loop: one user message, 
 round after tool round (QA209 F1) — its oldest tool rounds go next, after its opening
 message(s).
 
-Invariant: a turn is cut whole (from a user message through the message before the next
-one), and a tool round whole (an assistant message through the tool results after it, up
-to the next assistant message after a result), so a tool call never loses its result nor a
-result its call; the last turn's opening message(s) and its newest round are never cut.
+Invariant: a turn is cut whole (from a user message, or user messages in a row, through
+the message before the next), and a tool round whole (an assistant message through the
+tool results after it, up to the next message after a result), so a tool call never
+loses its result nor a result its call; the last turn's opening message(s) and its newest
+round are never cut.
 The fewest cuts that make the prompt fit are found with O(log n) preparations (doubling,
 then halving), not one per cut: each preparation renders the whole conversation, so
 cutting one turn at a time took 48–57 s for 1,000 turns (QA141).
@@ -22,15 +23,22 @@ from gateway.errors import ApiError
 Outcome = TypeVar("Outcome")
 
 
+def _turn_starts(messages: list[dict], after: int) -> list[int]:
+    """Where the turns after index `after` start: at a user message that follows no user
+    message (user messages in a row open one turn: a task, then "go ahead", QA217 F1)."""
+    return [i for i in range(after + 1, len(messages))
+            if messages[i].get("role") == "user" and messages[i - 1].get("role") != "user"]
+
+
 def oldest_turn(messages: list[dict]) -> slice | None:
     """`truncation: "auto"`: the messages of the oldest turn — the first message after the
-    leading system messages, through the message before the next user message — so a
-    tool call never loses its result; None when only the last turn is left."""
+    leading system messages, through the message before the next turn's first user
+    message — so a tool call never loses its result; None when only the last turn is left."""
     first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
     if first is None:
         return None
-    following = next((i for i in range(first + 1, len(messages)) if messages[i].get("role") == "user"), None)
-    return None if following is None else slice(first, following)
+    following = _turn_starts(messages, first)
+    return slice(first, following[0]) if following else None
 
 
 def without(items: list, cut: slice) -> list:
@@ -44,8 +52,9 @@ class TurnCuts:
     `items[:first] + items[ends[k - 1]:]` (each cut starts where the first did, at a user
     message, and ends before the next one); cutting all of them and `r` rounds leaves
     `items[:first] + items[last:head] + items[rounds[r - 1]:]`, where `last` is where the
-    last turn starts, `head` where its first round does, and `rounds` where each later
-    round starts (an assistant message right after a tool result). Each cut keeps a subset
+    last turn starts, `head` where its first round does (its first assistant message), and
+    `rounds` where each later round starts (the first message after a tool result that is
+    no tool result). Each cut keeps a subset
     of what the one before kept, so the prompt only shortens."""
     first: int
     ends: tuple[int, ...]
@@ -58,14 +67,15 @@ class TurnCuts:
         first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
         if first is None:
             return cls(0, ())
-        ends = () if cut is None else tuple(
-            i for i in range(cut.start + 1, len(messages)) if messages[i].get("role") == "user")
+        ends = () if cut is None else tuple(_turn_starts(messages, cut.start))
         last = ends[-1] if ends else first
         head = next((i for i in range(last + 1, len(messages)) if messages[i].get("role") == "assistant"), None)
         if head is None:
             return cls(first, ends)
+        # a round starts at the first message after a tool result that is none (QA217 F2: a
+        # developer message there opens the next round, never joining it to the one before)
         rounds = tuple(i for i in range(head + 1, len(messages))
-                       if messages[i].get("role") == "assistant" and messages[i - 1].get("role") == "tool")
+                       if messages[i].get("role") != "tool" and messages[i - 1].get("role") == "tool")
         return cls(first, ends, head, rounds)
 
     @property

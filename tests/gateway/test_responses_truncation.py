@@ -94,6 +94,29 @@ def test_an_agent_loops_oldest_tool_rounds_are_cut_after_its_task():
     assert TurnCuts.of(_agent_loop(1)).num_cuts == 0   # the newest round is never cut
 
 
+def test_user_messages_in_a_row_open_one_turn_whose_task_is_never_cut():
+    """QA217 F1: a task, then "go ahead", then tool rounds: the task was a turn of its own,
+    cut first, and the model went on without it."""
+    from gateway.responses_truncation import TurnCuts
+    messages = _agent_loop(3)
+    messages.insert(2, {"role": "user", "content": "go ahead"})
+    cuts = TurnCuts.of(messages)
+    assert (cuts.ends, cuts.head, cuts.num_cuts) == ((), 3, 2)
+    for num_cut in range(1, cuts.num_cuts + 1):
+        assert cuts.kept(messages, num_cut)[1:3] == messages[1:3]   # the task and "go ahead"
+
+
+def test_a_developer_message_between_rounds_opens_the_next_round():
+    """QA217 F2: it joined the rounds either side into one cut (and went with the older)."""
+    from gateway.responses_truncation import TurnCuts
+    messages = _agent_loop(3)
+    messages.insert(6, {"role": "developer", "content": "two steps left"})   # after round 2's result
+    cuts = TurnCuts.of(messages)
+    assert (cuts.head, cuts.rounds) == (2, (4, 6))
+    assert cuts.kept(messages, 1) == messages[:2] + messages[4:]
+    assert cuts.kept(messages, 2)[2]["content"] == "two steps left"
+
+
 def test_cuts_of_turns_then_rounds_keep_calls_with_results_and_only_shorten():
     """Invariant, on random conversations of turns with tool rounds: every cut keeps the
     leading system message, the last turn's opening message and its newest message, pairs
