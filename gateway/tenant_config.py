@@ -116,7 +116,10 @@ RATES_AND_SLOTS = ("requests_per_minute", "tokens_per_minute", "max_concurrent")
 # digest -> the key it is the digest of, which no request can present (`authenticate` strips a key; "" is a 401)
 UNPRESENTABLE_DIGESTS = MappingProxyType({
     hashlib.sha256(b"").hexdigest(): "the empty key",   # `echo -n "$UNSET" | sha256sum`
-    hashlib.sha256(b"\n").hexdigest(): "a lone newline (the empty key, once stripped)"})   # `echo "$UNSET" | ...`
+    hashlib.sha256(b"\n").hexdigest(): "a lone newline (the empty key, once stripped)",   # `echo "$UNSET" | ...`
+    # whitespace alone, as a Windows line end or a blank variable leaves it (QA217 F3)
+    **{hashlib.sha256(text.encode()).hexdigest(): f"only whitespace ({text!r}: the empty key, once stripped)"
+       for text in ("\r\n", "\n\n", " ", "  ", "\t", " \n", "\t\n")}})
 
 
 def _limits(table: dict, where: str) -> LimitsConfig:

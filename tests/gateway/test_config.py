@@ -115,6 +115,9 @@ def _base(**tenant) -> dict:
     (lambda d: d["tenants"][0].update(api_key_sha256=hashlib.sha256(b"\n").hexdigest()),
      r"^tenants\[0\].api_key_sha256: an entry is the digest of a lone newline \(the empty key, once stripped\): "
      r"no request can present it"),
+    (lambda d: d["tenants"][0].update(api_key_sha256=hashlib.sha256(b"\r\n").hexdigest()),   # QA217 F3
+     r"^tenants\[0\].api_key_sha256: an entry is the digest of only whitespace \('\\r\\n': the empty key, once "
+     r"stripped\): no request can present it"),
     # QA211 F3: a negative rate or slot count said ">= 0", and 0 is refused too
     (lambda d: d["tenants"][0].update(limits={"requests_per_minute": -1}),
      r"^tenants\[0\].limits.requests_per_minute must be >= 1: 0 would turn every request away"),
