@@ -80,6 +80,10 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
                    else file_storage_full(cap, stored, None, sending=reservation.others)) from None
         except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
             reason = getattr(exc, "detail", None) or getattr(exc, "message", None) or exc   # not "400: ..." (QA113)
+            if str(reason).startswith("Too many files"):   # starlette's words for a second file part (QA217 F5)
+                raise invalid_request("Give one file part, named 'file': this upload has more than one (a field "
+                                      "such as 'purpose' sent as a file part counts too).", param="file",
+                                      code="invalid_value") from None
             raise invalid_request(f"The multipart body could not be read: {reason}", param="file") from None
         try:
             if closing is not None and (cut := closing.problem()) is not None:   # its last part dropped

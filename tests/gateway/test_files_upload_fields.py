@@ -81,3 +81,14 @@ def test_a_field_given_twice_is_a_400_naming_it_and_nothing_is_kept(client):
     assert client.get("/v1/files", headers=AUTH).json()["data"] == []
     kept = _post_form(client, ("purpose", "", b"user_data"), ("file", "a.txt", b"x"))   # once each: kept
     assert kept.status_code == 200 and kept.json()["purpose"] == "user_data"
+
+
+@pytest.mark.parametrize("parts", [
+    (("file", "a.jsonl", b"{}\n"), ("file", "b.jsonl", b"{}\n"), ("purpose", "", b"batch")),
+    (("file", "a.jsonl", b"{}\n"), ("purpose", "p.txt", b"batch")),   # purpose sent as a file part
+])
+def test_a_second_file_part_is_said_in_our_words(client, parts):
+    """QA217 F5: starlette's "Too many files. Maximum number of files is 1." came through."""
+    reply = _post_form(client, *parts)
+    assert _error(reply) == ("invalid_value", "file")
+    assert reply.json()["error"]["message"].startswith("Give one file part, named 'file'")
