@@ -96,12 +96,9 @@ def system_instructions_json(text: str) -> str:
 
 def span_input_messages(content: CapturedContent) -> list:
     """The chat history `gen_ai.input.messages` holds: the request's messages, less the
-    first when it is the `system_instructions` the API took apart (recorded on their own)."""
-    messages = list(content.all_messages)
-    if content.system_instructions is not None and messages and messages[0] == {
-            "role": "system", "content": content.system_instructions}:
-        return messages[1:]
-    return messages
+    first when the API took `system_instructions` apart (recorded on their own; the tracer
+    sets them only when they are that first message: `CapturedContent`)."""
+    return list(content.all_messages[1:] if content.system_instructions is not None else content.all_messages)
 
 
 def _as_text(value: Any) -> str | None:

@@ -100,12 +100,8 @@ class ByteBudgetSpanExporter(SpanExporter):
 
     def stop_sending_in(self, seconds: float) -> None:
         """`seconds` from now on, batches (and a batch's parts not sent yet) are dropped."""
-        self.stop_sending_at(self._clock() + seconds)
-
-    def stop_sending_at(self, deadline_s: float) -> None:
-        """From `deadline_s` on (this exporter's clock), batches and parts are dropped."""
         with self._lock:
-            self._deadline_s = deadline_s
+            self._deadline_s = self._clock() + seconds
 
     def _is_past_deadline(self) -> bool:
         with self._lock:

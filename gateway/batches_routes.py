@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.batch_lines import ENDPOINTS
 from gateway.backend import Backend
 from gateway.batch_store import Batch
-from gateway.embeddings import unsupported_model
+from gateway.embeddings import embeddings_refusal
 from gateway.local_embeddings import LocalEmbeddingBackend, embeddings_only
 from gateway.request_metadata import checked_metadata
 from gateway.errors import ApiError, invalid_request
@@ -74,13 +74,12 @@ async def create_batch(request: Request, state: GatewayState, tenant: str) -> Re
 def endpoint_refusals(backends: Mapping[str, Backend], endpoint: str) -> dict[str, str | None]:
     """Each served model, with the message of the 400 `model_not_supported` a request of
     `endpoint` would get from it (None where it serves `endpoint`), as the endpoints decide
-    it: /v1/embeddings takes a model with `prepare_embeddings` or `embed` (gateway/routes.py),
-    and a local embedding model serves nothing else (gateway/local_embeddings.py)."""
+    it: /v1/embeddings by `embeddings_refusal`, and a local embedding model serves nothing
+    else (gateway/local_embeddings.py)."""
     def refusal(name: str, backend: Backend) -> str | None:
         if endpoint == "/v1/embeddings":
-            if getattr(backend, "prepare_embeddings", None) is None and getattr(backend, "embed", None) is None:
-                return unsupported_model(name).message
-            return None
+            refused = embeddings_refusal(name, backend)
+            return None if refused is None else refused.message
         return embeddings_only(name).message if isinstance(backend, LocalEmbeddingBackend) else None
     return {name: refusal(name, backend) for name, backend in backends.items()}
 

@@ -149,6 +149,15 @@ def input_items(value: Any) -> list[str] | list[list[int]] | None:
     return None
 
 
+def embeddings_refusal(model: str, backend) -> ApiError | None:
+    """Why `backend` (serving `model`) takes no /v1/embeddings request, None when it does
+    (it has `prepare_embeddings`, a local embedding model, or `embed`, an upstream one): for
+    the endpoint, and for a batch of embeddings at its creation (gateway/batches_routes.py)."""
+    if getattr(backend, "prepare_embeddings", None) is None and getattr(backend, "embed", None) is None:
+        return unsupported_model(model)
+    return None
+
+
 def unsupported_model(model: str) -> ApiError:
     return invalid_request(f"The model '{model}' does not serve embeddings: it is a local chat model. Use an "
                            "embedding model (an upstream one, or a local one of kind \"embedding\").",

@@ -30,11 +30,16 @@ def _turn_starts(messages: list[dict], after: int) -> list[int]:
             if messages[i].get("role") == "user" and messages[i - 1].get("role") != "user"]
 
 
+def _first_after_instructions(messages: list[dict]) -> int | None:
+    """The index of the first message after the leading system and developer messages."""
+    return next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
+
+
 def oldest_turn(messages: list[dict]) -> slice | None:
     """`truncation: "auto"`: the messages of the oldest turn — the first message after the
     leading system messages, through the message before the next turn's first user
     message — so a tool call never loses its result; None when only the last turn is left."""
-    first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
+    first = _first_after_instructions(messages)
     if first is None:
         return None
     following = _turn_starts(messages, first)
@@ -63,11 +68,10 @@ class TurnCuts:
 
     @classmethod
     def of(cls, messages: list[dict]) -> TurnCuts:
-        cut = oldest_turn(messages)
-        first = next((i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")), None)
+        first = _first_after_instructions(messages)
         if first is None:
             return cls(0, ())
-        ends = () if cut is None else tuple(_turn_starts(messages, cut.start))
+        ends = tuple(_turn_starts(messages, first))
         last = ends[-1] if ends else first
         head = next((i for i in range(last + 1, len(messages)) if messages[i].get("role") == "assistant"), None)
         if head is None:

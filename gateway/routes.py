@@ -35,7 +35,7 @@ from gateway.errors import ApiError, server_error
 from gateway.exchange import CLIENT_CLOSED_STATUS, admit, did_no_work, record_refusal, session_headers
 from gateway.refused_steps import trace_refusal
 from gateway.respond import respond
-from gateway.embeddings import EmbeddingsRequest, reply_json, unsupported_model, upstream_call
+from gateway.embeddings import EmbeddingsRequest, embeddings_refusal, reply_json, upstream_call
 from gateway.http_io import ClientGone, race_disconnect, read_json_body
 from gateway.engine_series import router_gauges, worker_gauges
 from gateway.metrics import Labels
@@ -186,10 +186,11 @@ async def embeddings(request: Request) -> Response:
         parsed = validate(EmbeddingsRequest, body)
         backend = state.backend(parsed.model)
         model = parsed.model
-        prepare, embed = getattr(backend, "prepare_embeddings", None), getattr(backend, "embed", None)
-        if prepare is None and embed is None:
-            raise unsupported_model(model)
-        call = await prepare(parsed) if prepare is not None else upstream_call(parsed, embed)
+        refused = embeddings_refusal(model, backend)
+        if refused is not None:
+            raise refused
+        prepare = getattr(backend, "prepare_embeddings", None)
+        call = await prepare(parsed) if prepare is not None else upstream_call(parsed, backend.embed)
 
         async def work() -> dict:
             ticket = await admit(state, tenant, call.num_reserved_tokens)
