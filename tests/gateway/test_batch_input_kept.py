@@ -39,15 +39,23 @@ async def _gone(path, timeout_s: float = 1) -> bool:
     return True
 
 
+async def _two_batches(tmp_path):
+    """A runner started over `tmp_path` (the files and the batches in one directory, as the
+    app has them) with batch_1 and batch_2 of tenant "a" created, their requests held until
+    `go` is set: (seen, go, files, runner, batch_1, batch_2)."""
+    seen: list[str] = []
+    go = asyncio.Event()
+    files = FileStore(tmp_path)
+    runner = _runner(BatchStore(tmp_path), files)
+    await runner.start(_app(seen, go))
+    first = await _create(runner, files, "a", "batch_1")
+    second = await _create(runner, files, "a", "batch_2")
+    return seen, go, files, runner, first, second
+
+
 def test_a_waiting_batch_whose_input_is_deleted_runs_every_request_and_its_link_goes_when_it_ends(tmp_path):
     async def main():
-        seen: list[str] = []
-        go = asyncio.Event()
-        files = FileStore(tmp_path)   # as the app has them: the files and the batches in one directory
-        runner = _runner(BatchStore(tmp_path), files)
-        await runner.start(_app(seen, go))
-        first = await _create(runner, files, "a", "batch_1")
-        waiting = await _create(runner, files, "a", "batch_2")
+        seen, go, files, runner, first, waiting = await _two_batches(tmp_path)
         assert (first.status, waiting.status) == ("in_progress", "validating")
         await files.delete("a", waiting.input_file_id)   # "upload, create, delete the input"
         assert not (tmp_path / waiting.input_file_id).exists()
@@ -65,13 +73,7 @@ def test_a_waiting_batch_whose_input_is_deleted_runs_every_request_and_its_link_
 
 def test_inputs_deleted_before_a_restart_are_read_after_it(tmp_path):
     async def main():
-        seen: list[str] = []
-        go = asyncio.Event()
-        files = FileStore(tmp_path)
-        runner = _runner(BatchStore(tmp_path), files)
-        await runner.start(_app(seen, go))
-        running = await _create(runner, files, "a", "batch_1")
-        waiting = await _create(runner, files, "a", "batch_2")
+        seen, go, files, runner, running, waiting = await _two_batches(tmp_path)
         await asyncio.sleep(0.1)
         for batch in (running, waiting):
             await files.delete("a", batch.input_file_id)

@@ -95,27 +95,34 @@ def test_the_starts_kv_share_ignored_warning_is_a_warning_of_the_check(tmp_path,
     assert _check(capsys, predictive)[::2] == (0, "")
 
 
+def _upstream_with(tmp_path, setting: str, value: str):
+    """A config file of one upstream model whose `setting` is `value`, and the tenant."""
+    return _file(tmp_path, f'[[models]]\nname = "up"\nkind = "upstream"\nlitellm_model = "openai/gpt-4o-mini"\n'
+                           f'{setting} = "{value}"\n' + TENANT)
+
+
+def _refusal(path) -> str:
+    """The ConfigError `load_config` raises for `path`, as text."""
+    with pytest.raises(ConfigError) as failed:
+        load_config(path)
+    return str(failed.value)
+
+
 def test_an_upstream_models_key_in_place_of_its_variables_name_is_not_shown(tmp_path, capsys):
     """An upstream model's `api_key_env` holding the key itself is refused, unshown, as a
     tenant's is (the start's warning named it: `api_key_env names $sk-...`)."""
-    path = _file(tmp_path, f'[[models]]\nname = "up"\nkind = "upstream"\nlitellm_model = "openai/gpt-4o-mini"\n'
-                           f'api_key_env = "{PASTED_KEY}"\n' + TENANT)
-    with pytest.raises(ConfigError) as failed:
-        load_config(path)
-    assert str(failed.value) == ("models[0].api_key_env: an entry looks like an API key itself (not shown): "
-                                 "api_key_env takes the names of environment variables holding keys")
+    path = _upstream_with(tmp_path, "api_key_env", PASTED_KEY)
+    assert _refusal(path) == ("models[0].api_key_env: an entry looks like an API key itself (not shown): "
+                              "api_key_env takes the names of environment variables holding keys")
     status, out, err = _check(capsys, path, "--json")
     assert status == 2 and PASTED_KEY not in out + err and "SECRET3" not in out + err
 
 
 def test_an_upstream_models_key_in_place_of_its_endpoint_variable_is_not_shown(tmp_path):
     """QA203 F6: `api_base_env` holding a key was printed whole in the start's warning."""
-    path = _file(tmp_path, f'[[models]]\nname = "up"\nkind = "upstream"\nlitellm_model = "openai/gpt-4o-mini"\n'
-                           f'api_base_env = "{PASTED_KEY}"\n' + TENANT)
-    with pytest.raises(ConfigError) as failed:
-        load_config(path)
-    assert str(failed.value) == ("models[0].api_base_env: an entry looks like an API key itself (not shown): "
-                                 "api_base_env takes the name of an environment variable holding the endpoint")
+    assert _refusal(_upstream_with(tmp_path, "api_base_env", PASTED_KEY)) == (
+        "models[0].api_base_env: an entry looks like an API key itself (not shown): "
+        "api_base_env takes the name of an environment variable holding the endpoint")
 
 
 def test_an_empty_key_variable_name_is_said_so(tmp_path):
