@@ -48,15 +48,16 @@ def start_forecasting(tracer, backends: Mapping[str, object],
                if hasattr(getattr(b, "engine", None), "apply_forecast")}
     if tracer is None or not engines:
         return None
-    with LIBRARY_IMPORTS:   # hmmlearn, scikit-learn, SciPy: never beside an embedding model's torch (QA208 F1)
+    with LIBRARY_IMPORTS:   # SciPy (and hmmlearn's scikit-learn, in the refits): never beside a torch import (QA208 F1)
         from agents_trace.predict.predictor import Predictor
 
     directory = predictor_dir()
     try:
-        predictor = Predictor.restored(directory) if directory.exists() else Predictor()
+        predictor = (Predictor.restored(directory, fit_imports=LIBRARY_IMPORTS) if directory.exists()
+                     else Predictor(fit_imports=LIBRARY_IMPORTS))
     except Exception:
         log.exception("could not restore the predictor from %s; starting cold", directory)
-        predictor = Predictor()
+        predictor = Predictor(fit_imports=LIBRARY_IMPORTS)
     relay = ForecastRelay(predictor, engines)
     try:
         relay.restore_gaps(directory)

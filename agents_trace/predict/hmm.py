@@ -1,5 +1,9 @@
 """Discrete HMM parameters, exact forward filtering, and hmmlearn-based fitting.
 
+hmmlearn (and with it scikit-learn and SciPy's statistics: about 1 s of CPU) is imported
+by the first fit, not with this module: a forecast, a restore and a gateway's start never
+need it (`import_hmmlearn` lets a background fitter import it ahead, under a lock).
+
 `HmmParams` is the fitted model as plain arrays. Invariants: every row of `start`,
 `trans` and `emit` sums to 1 and is strictly positive (fits are smoothed), so the filter
 never divides by zero and an unseen symbol gets a small, finite probability.
@@ -17,8 +21,6 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
-from hmmlearn.base import ConvergenceMonitor
-from hmmlearn.hmm import CategoricalHMM
 
 from .fit_stop import FitStop, current_stop
 
@@ -139,18 +141,33 @@ def _quiet_hmmlearn() -> Iterator[None]:
             logger.removeFilter(quiet)
 
 
-class _StoppingMonitor(ConvergenceMonitor):
+def hmmlearn_classes() -> tuple[type, type]:
+    """hmmlearn's `CategoricalHMM` and `ConvergenceMonitor` (imported on the first call)."""
+    from hmmlearn.base import ConvergenceMonitor
+    from hmmlearn.hmm import CategoricalHMM
+
+    return CategoricalHMM, ConvergenceMonitor
+
+
+def import_hmmlearn(lock: contextlib.AbstractContextManager | None = None) -> None:
+    """Import hmmlearn now, holding `lock` while it imports (a process that imports large
+    libraries in several threads serialises them on one lock: gateway/forecasting_start.py)."""
+    with lock if lock is not None else contextlib.nullcontext():
+        hmmlearn_classes()
+
+
+def _stopping_monitor(stop: FitStop, tol: float, n_iter: int):
     """hmmlearn's convergence monitor, but one that raises FitStopped after an EM iteration
     once `stop` is requested (hmmlearn asks `converged` after every iteration)."""
+    _, convergence_monitor = hmmlearn_classes()
 
-    def __init__(self, stop: FitStop, tol: float, n_iter: int) -> None:
-        super().__init__(tol, n_iter, False)
-        self._stop = stop
+    class StoppingMonitor(convergence_monitor):
+        @property
+        def converged(self) -> bool:
+            stop.check()
+            return super().converged
 
-    @property
-    def converged(self) -> bool:
-        self._stop.check()
-        return super().converged
+    return StoppingMonitor(tol, n_iter, False)
 
 
 def initial_params(spec: HmmSpec, sequences: Sequence[Sequence[int]],
@@ -187,14 +204,15 @@ def run_em(params: HmmParams, sequences: Sequence[Sequence[int]], num_iter: int
         return params
     stop = current_stop()
     x = np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]).reshape(-1, 1)
-    model = CategoricalHMM(n_components=params.num_states, n_features=params.num_symbols,
+    categorical_hmm, _ = hmmlearn_classes()
+    model = categorical_hmm(n_components=params.num_states, n_features=params.num_symbols,
                            n_iter=num_iter, tol=1e-9, implementation="scaling",
                            init_params="", params="ste")
     model.startprob_ = params.start.copy()
     model.transmat_ = params.trans.copy()
     model.emissionprob_ = params.emit.copy()
     if stop is not None:
-        model.monitor_ = _StoppingMonitor(stop, model.tol, model.n_iter)
+        model.monitor_ = _stopping_monitor(stop, model.tol, model.n_iter)
     with (contextlib.nullcontext() if stop is None else stop.native()), _quiet_hmmlearn():
         model.fit(x, [len(s) for s in sequences])
     return smooth(model.startprob_, model.transmat_, model.emissionprob_)

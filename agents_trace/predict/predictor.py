@@ -23,9 +23,11 @@ the step model).
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
 from typing import Sequence
 
 import numpy as np
@@ -35,6 +37,7 @@ from cache.forecast import END_SYMBOL, Forecast, tool_step
 
 from .config import PredictorConfig
 from .fit import fit_step_model
+from .hmm import import_hmmlearn
 from .predictor_files import PredictorFiles
 from .refit_worker import RefitWorker
 from .returns import forecast_returns, return_mixture
@@ -72,7 +75,10 @@ class Predictor(PredictorFiles):
     block each other, sessions of one tenant serialise on its lock for microseconds.
     """
 
-    def __init__(self, config: PredictorConfig | None = None) -> None:
+    def __init__(self, config: PredictorConfig | None = None,
+                 fit_imports: contextlib.AbstractContextManager | None = None) -> None:
+        """`fit_imports`: a lock held while the background refits import hmmlearn (before
+        their first job); without it they import it unlocked, on their first fit."""
         self.config = config or PredictorConfig()
         self._tenants: dict[str, TenantState] = {}
         self._tenants_lock = threading.Lock()
@@ -85,7 +91,8 @@ class Predictor(PredictorFiles):
         self._global_changes = 0   # grows with every change of what `save` writes of the global model
         # directory -> ("tenant", name) -> (state, its num_changes) or ("global",) -> changes, as written there
         self._written: dict[str, dict[tuple, object]] = {}
-        self._worker = RefitWorker(cpu_share=self.config.refit_cpu_share)
+        self._worker = RefitWorker(cpu_share=self.config.refit_cpu_share,
+                                   prepare=None if fit_imports is None else partial(import_hmmlearn, fit_imports))
         self._horizons_s = np.asarray(self.config.horizons_s, dtype=np.float64)
         self._quantiles = np.asarray(self.config.quantiles, dtype=np.float64)
 

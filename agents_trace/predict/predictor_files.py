@@ -60,10 +60,11 @@ class PredictorFiles:
         written[("global",)] = mark
 
     @classmethod
-    def restored(cls, directory: str | Path, config: PredictorConfig | None = None):
+    def restored(cls, directory: str | Path, config: PredictorConfig | None = None, **options):
         """A predictor resumed from `directory` (as written by `save`), or an empty one
-        when the directory does not exist yet: what the gateway calls on start."""
-        predictor = cls(config)
+        when the directory does not exist yet: what the gateway calls on start (`options`
+        go to the constructor)."""
+        predictor = cls(config, **options)
         if Path(directory).is_dir():
             predictor.load(directory, on_damaged=persist.set_aside_damaged)
             predictor.request_due_refits()

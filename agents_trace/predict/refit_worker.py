@@ -17,6 +17,10 @@ under the worker's `FitStop` (fit_stop.py), so its EM gives up after the iterati
 progress (milliseconds) with `FitStopped`, its result dropped, and `close` returns once
 it has ended, within `timeout_s` whatever happens.
 
+`prepare`, when given, runs once in the worker's thread before its first job (a failure is
+logged and the jobs still run): the gateway imports hmmlearn there, under its lock of
+library imports, instead of on its start (agents_trace/predict/hmm.py).
+
 A process exit never aborts because of a refit (QA192 F1: a daemon thread still inside
 hmmlearn's C++ when the interpreter finalizes aborts the process, exit status 134): while
 the thread lives, an `atexit` hook (run after the main thread is done, before daemon
@@ -43,10 +47,12 @@ EXIT_WAIT_S = 10.0   # at exit, the longest wait for a fit to leave native EM (o
 
 
 class RefitWorker:
-    def __init__(self, name: str = "stepahead-refit", cpu_share: float = 1.0) -> None:
+    def __init__(self, name: str = "stepahead-refit", cpu_share: float = 1.0,
+                 prepare: Callable[[], object] | None = None) -> None:
         if not 0.0 < cpu_share <= 1.0:
             raise ValueError(f"cpu_share must be in (0, 1], not {cpu_share!r}")
         self._name = name
+        self._prepare = prepare
         self.cpu_share = cpu_share
         self._not_before_s = 0.0   # time.monotonic() before which no job starts
         self._cond = threading.Condition()
@@ -80,6 +86,11 @@ class RefitWorker:
             return True
 
     def _run(self) -> None:
+        if self._prepare is not None:
+            try:
+                self._prepare()
+            except Exception:
+                _log.exception("background refits: preparing them failed")
         while True:
             with self._cond:
                 while True:

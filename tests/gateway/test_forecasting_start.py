@@ -234,3 +234,28 @@ def test_the_forecasters_import_takes_the_lock_of_every_library_import(tmp_path,
     stop_forecasting(relay)
     assert relay is not None and locked_while_imported and all(locked_while_imported)
     assert not LIBRARY_IMPORTS.locked()
+
+
+def test_the_refits_import_hmmlearn_under_the_lock_before_their_first_job(tmp_path, monkeypatch):
+    """hmmlearn (scikit-learn, SciPy's statistics) is no longer imported as the forecasters
+    start; the background refits import it before their first job, under the same lock."""
+    from types import SimpleNamespace
+
+    from agents_trace.predict import hmm
+    from gateway.forecasting_start import PREDICTOR_DIR_ENV, start_forecasting, stop_forecasting
+    from shards.transformers_names import LIBRARY_IMPORTS
+    locked_while_imported = []
+
+    def watched() -> tuple[type, type]:
+        locked_while_imported.append(LIBRARY_IMPORTS.locked())
+        return hmm_classes()
+    hmm_classes = hmm.hmmlearn_classes
+    monkeypatch.setattr(hmm, "hmmlearn_classes", watched)
+    monkeypatch.setenv(PREDICTOR_DIR_ENV, str(tmp_path))
+    relay = start_forecasting(_Tracer(), {"m": SimpleNamespace(engine=RecordingEngine("predictive"))})
+    assert relay is not None and locked_while_imported == []
+    ran = []
+    relay.predictor._worker.request("probe", lambda: ran.append(LIBRARY_IMPORTS.locked()))
+    assert relay.predictor._worker.wait_idle(timeout_s=60)
+    stop_forecasting(relay)
+    assert locked_while_imported == [True] and ran == [False]

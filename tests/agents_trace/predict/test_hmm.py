@@ -113,3 +113,24 @@ def test_initial_params_bigram_seeded_take_one_step_sessions() -> None:
     refit failed with IndexError on a tenant whose sessions included one)."""
     params = initial_params(HmmSpec(3, True, 0), [[2], [0, 1], [1]], 3)
     assert params.num_states == 3 and np.allclose(params.start.sum(), 1.0)
+
+
+def test_hmmlearn_is_imported_by_the_first_fit_not_with_the_predictor() -> None:
+    """hmmlearn brings scikit-learn and SciPy's statistics (about 1 s of CPU): a gateway's
+    start (the predictor's import, a forecast) does without them; a fit imports them."""
+    import subprocess
+    import sys
+    script = """if True:
+        import sys
+        from agents_trace.predict.hmm import HmmParams, HmmSpec, initial_params, log_likelihood, run_em
+        from agents_trace.predict.predictor import Predictor
+        Predictor()
+        params = initial_params(HmmSpec(2, False, 2), [[0, 1, 0]], 2)
+        log_likelihood(params, [[0, 1]])
+        before = sorted(name for name in ("hmmlearn", "sklearn", "scipy.stats") if name in sys.modules)
+        run_em(params, [[0, 1, 0, 1]], 2)
+        print(before, "hmmlearn" in sys.modules)
+    """
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[0] == "[] True"

@@ -104,3 +104,21 @@ def test_refit_worker_close_drops_queued_refits_and_waits_briefly_for_the_runnin
     assert ran == ["first"] and took_s < 2.0   # the default bound is 1 s
     assert worker.num_dropped == 3 and not worker.request("fifth", lambda: ran.append("fifth"))
     worker.close()   # again: nothing left, returns at once
+
+
+def test_prepare_runs_once_in_the_workers_thread_before_its_first_job_and_a_failing_one_stops_no_job() -> None:
+    ran: list[tuple[str, str]] = []
+    worker = RefitWorker(prepare=lambda: ran.append(("prepare", threading.current_thread().name)))
+    for key in ("a", "b"):
+        worker.request(key, lambda key=key: ran.append((key, threading.current_thread().name)))
+    assert worker.wait_idle(timeout_s=10.0)
+    worker.close()
+    assert ran == [("prepare", "stepahead-refit"), ("a", "stepahead-refit"), ("b", "stepahead-refit")]
+
+    def broken() -> None:
+        raise ImportError("no hmmlearn")
+    failing = RefitWorker(prepare=broken)
+    failing.request("x", lambda: ran.append(("x", "")))
+    assert failing.wait_idle(timeout_s=10.0)
+    failing.close()
+    assert ran[-1] == ("x", "") and failing.num_failed == 0

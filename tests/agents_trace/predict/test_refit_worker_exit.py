@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 LONG_REFIT_THEN_EXIT = """
 import sys, threading, time
 import numpy as np
+import hmmlearn.hmm   # imported ahead, as the gateway's refits do (`prepare`): the close comes during EM
 from agents_trace.predict.hmm import HmmSpec, initial_params, run_em
 from agents_trace.predict.refit_worker import RefitWorker
 
