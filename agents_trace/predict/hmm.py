@@ -206,8 +206,8 @@ def run_em(params: HmmParams, sequences: Sequence[Sequence[int]], num_iter: int
     x = np.concatenate([np.asarray(s, dtype=np.int64) for s in sequences]).reshape(-1, 1)
     categorical_hmm, _ = hmmlearn_classes()
     model = categorical_hmm(n_components=params.num_states, n_features=params.num_symbols,
-                           n_iter=num_iter, tol=1e-9, implementation="scaling",
-                           init_params="", params="ste")
+                            n_iter=num_iter, tol=1e-9, implementation="scaling",
+                            init_params="", params="ste")
     model.startprob_ = params.start.copy()
     model.transmat_ = params.trans.copy()
     model.emissionprob_ = params.emit.copy()
