@@ -95,26 +95,29 @@ class BatchInput:
         `empty` input, its errors) for a bad file. FileNotFoundError when there is none."""
         file = open(path, "rb", buffering=0)
         try:
-            models: list[str] = []
+            models: list[tuple[str, int]] = []   # the first good request's model, and its line's offset
 
             def keep(offset: int, length: int, request: BatchRequest) -> BatchLine:
                 if not models:
-                    models.append(request.body["model"])
+                    models.append((request.body["model"], offset))
                 return BatchLine(request.custom_id, offset, length)
             size = os.fstat(file.fileno()).st_size
             # (an empty file cannot be mapped)
             with mmap.mmap(file.fileno(), size, access=mmap.ACCESS_READ) if size else contextlib.nullcontext(b"") \
                     as data:
                 lines, errors = checked_lines(data, endpoint, keep)
-                if not errors and served is not None:
-                    errors = _model_errors(models[0], data[:lines[0].offset].count(b"\n") + 1, served)
+                # a file whose only fault is its models: the first line's unserved model is told there,
+                # not as the model the next lines should have named (QA217 F4)
+                if served is not None and models and all(e["code"] == "mismatched_model" for e in errors) \
+                        and (not errors or models[0][0] not in served):
+                    errors = _model_errors(models[0][0], data[:models[0][1]].count(b"\n") + 1, served)
         except BaseException:
             file.close()
             raise
         if errors:
             file.close()
             return cls.empty(), errors
-        return cls(file, lines, models[0]), []
+        return cls(file, lines, models[0][0]), []
 
     def chunks(self, lines: Sequence[BatchLine], most_lines: int) -> Iterator[Sequence[BatchLine]]:
         """`lines` in runs of at most `most_lines` lines and `CHUNK_BYTES` bytes (one line

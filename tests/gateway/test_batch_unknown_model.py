@@ -149,3 +149,23 @@ def test_each_endpoint_refuses_the_models_that_cannot_serve_it_and_the_input_che
         checked.close()
     checked, errors = BatchInput.opened(path, chat, endpoint_refusals({"chat": Chat()}, chat))
     assert [error["code"] for error in errors] == ["model_not_found"]   # an unknown model is still the 404's error
+
+
+def test_a_file_whose_first_model_is_not_served_is_told_so_there_not_as_the_next_lines_mismatch(tmp_path):
+    """QA217 F4: line 1 naming an unknown model and line 2 a served one read as "line 2's
+    model 'tiny' is not the batch's 'nope'", telling the user to change the good line."""
+    def opened(*models: str, bad_json: bool = False) -> list[dict]:
+        path = tmp_path / "in.jsonl"
+        lines = [line for model in models for line in _jsonl(model, 1).decode().splitlines()]
+        lines = [line.replace('"r0"', f'"r{n}"') for n, line in enumerate(lines)]
+        path.write_text("\n" + "\n".join(lines + (["not json"] if bad_json else [])))
+        batch, errors = BatchInput.opened(path, "/v1/chat/completions", frozenset({"tiny"}))
+        batch.close()
+        return [(error["code"], error["line"], error.get("param")) for error in errors]
+
+    assert opened("nope", "tiny", "tiny") == [("model_not_found", 2, "body.model")]
+    # the first line's model served: a later line naming another is the mismatch it always was
+    assert opened("tiny", "nope") == [("mismatched_model", 3, "body.model")]
+    # a file with other bad lines lists them all, as before
+    assert [code for code, _, _ in opened("nope", "tiny", bad_json=True)] == ["mismatched_model", "invalid_json_line"]
+    assert opened("tiny", "tiny") == []
