@@ -95,6 +95,7 @@ class OpenedStep:
     asked: dict[str, str]
     num_prefix_messages: int
     prefix_step: int | None
+    knows_response: bool = True   # the table saw a response of the session since it went live
 
 
 class SessionTable(StepMatching):
@@ -161,7 +162,8 @@ class SessionTable(StepMatching):
                             else "prefix", index=state.num_steps,
                             prev_ended_s=tool_run_start(state.asked_ends, trailing_tool_call_ids(messages),
                                                         state.last_ended_s), asked=dict(state.last_asked),
-                            num_prefix_messages=num_prefix, prefix_step=prefix_step)
+                            num_prefix_messages=num_prefix, prefix_step=prefix_step,
+                            knows_response=state.head_index is not None)
         state.num_steps += 1
         state.num_in_flight += 1
         state.last_active_s = now_s

@@ -58,11 +58,13 @@ CONTROL_TIMEOUT_S = 10.0
 
 
 def _is_first_step(opened: OpenedStep, messages: list) -> bool:
-    """Whether the request starts its session (its `after` is "start"). A named session
-    the table opens at index 0 may go on from steps stored before a restart (the writer
-    shifts its indexes past them): one whose request carries an earlier reply (an
-    assistant message) continues its conversation, a user turn, not a start."""
-    if opened.index != 0:
+    """Whether the request starts its session (its `after` is "start"): the table knows no
+    response of the session since it went live (its index 0; the retry of a refused first
+    step; the first step of a named session resumed after an idle end, an eviction or a
+    delete, whose index goes on). A named session may go on from steps stored before
+    (a restart, an idle end): one whose request carries an earlier reply (an assistant
+    message) continues its conversation, a user turn, not a start."""
+    if opened.index != 0 and opened.knows_response:
         return False
     return opened.source not in EXPLICIT_SOURCES or not any(is_assistant(m) for m in messages)
 
@@ -185,6 +187,9 @@ class AgentTracer:
         hint = replay_hint(body)
         began_s = now_s - max(0.0, arrived_ago_s)
         arrived_s = began_s
+        after = hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked), hint, opened.index)
+        if after.kind == "start":   # a new conversation: no gap from an earlier one's response
+            opened = dataclasses.replace(opened, prev_ended_s=None)
         if opened.prev_ended_s is not None:   # (a wall clock that stepped back keeps `now_s`, as before)
             arrived_s = max(arrived_s, min(opened.prev_ended_s, now_s))
         ctx = StepContext(
@@ -192,8 +197,7 @@ class AgentTracer:
             session_source=opened.source, operation=operation,
             model=model[:MAX_CLIENT_ID_CHARS] if isinstance(model, str) else "", agent=agent_name(headers, body),
             arrived_s=arrived_s,
-            after=hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked),
-                               hint, opened.index),
+            after=after,
             gap_s=arrived_s - opened.prev_ended_s if opened.prev_ended_s is not None else None,
             prev_ended_s=opened.prev_ended_s,
             num_messages=len(messages), is_stream=body.get("stream") is True,

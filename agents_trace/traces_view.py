@@ -17,6 +17,7 @@ from agents_trace.header_ids import encode_header_id
 from agents_trace.content_rows import TRUNCATED_ROLE
 from agents_trace.text_table import (NO_VALUE, Column, counted, printable, printable_lines, render_table,
                                      terminal_json)
+from cache.forecast import tool_step
 
 def local_time(unix_s: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
@@ -78,7 +79,17 @@ def sessions_text(page: Mapping) -> str:
 
 
 def _choice_asked(choice: Mapping) -> str:
-    return ", ".join(c["name"] for c in choice["tool_calls"]) or "text answer"
+    """Its tools, each spelled as the forecasts spell it (`tool_step`: a tool named `END`
+    is `tool:END`, as /ui's `toolStep`), or a text answer."""
+    return ", ".join(tool_step(c["name"]) for c in choice["tool_calls"]) or "text answer"
+
+
+def _step_hit(step: Mapping) -> str | None:
+    """The step's cached share of its prompt; none for a refused step (failed having
+    generated nothing, /ui's `isRefused`): its prompt was never served, no cache was tried."""
+    if step["error"] and not step["num_output_tokens"]:
+        return None
+    return _share(step["num_cached_tokens"], step["num_input_tokens"])
 
 
 def asked_for(step: Mapping) -> str:
@@ -119,7 +130,7 @@ def _step_row(step: Mapping, started_s: float) -> tuple:
     return (step["index"], _seconds(step["arrived_s"] - started_s), step["after_label"],
             _seconds(step["gap_s"]), step["num_input_tokens"], step.get("prefix_from_previous_tokens"),
             step["num_cached_tokens"],
-            _share(step["num_cached_tokens"], step["num_input_tokens"]),
+            _step_hit(step),
             None if step["ttft_s"] is None else f"{step['ttft_s'] * 1000:.1f}",
             step["num_output_tokens"], step["model"], step["worker"], asked_for(step), predicted, actual, eta, error)
 

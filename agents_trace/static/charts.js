@@ -153,7 +153,8 @@ function contextTitle(s) {
 // Prompt and cached tokens per step, and the cache hit line. The scale is the served
 // prompts' (a refused prompt, 100,019 tokens against 7,019 served, would squash them to a
 // sliver): a refused step's bar is hatched grey, no taller than the largest served one
-// (at the top, marked "refused: N tokens", when it is larger), and a gap in the hit line.
+// (at the top, marked "refused: N tokens", when it is larger, or when no prompt was served:
+// then the chart has no scale, and no top figure), and a gap in the hit line.
 // A prompt refused past the context before it was counted is such a bar, marked "refused
 // (not counted)"; one refused otherwise before it was counted, a short hatched mark. The
 // marks of capped bars take two rows, each mark in its longest form that ends before the
@@ -165,8 +166,8 @@ function renderContextChart(steps) {
   box.replaceChildren();
   if (!steps.length) return;
   const served = steps.filter((s) => !isRefused(s));
-  const maxTokens = Math.max(1, ...(served.length ? served : steps).map((s) => s.num_input_tokens));
-  const isCapped = (s) => isPastContext(s) || (isRefused(s) && s.num_input_tokens > maxTokens);
+  const maxTokens = Math.max(1, ...served.map((s) => s.num_input_tokens));
+  const isCapped = (s) => isPastContext(s) || (isRefused(s) && s.num_input_tokens > (served.length ? maxTokens : 0));
   const capped = steps.filter(isCapped);
   const labelRows = capped.length > 1 ? 2 : capped.length;
   const left = 60, right = 50, top = 10 + 14 * labelRows, plotH = 160, bottom = 24;
@@ -190,7 +191,7 @@ function renderContextChart(steps) {
   const defs = svg("defs");
   defs.append(hatch);
   root.append(defs);
-  root.append(svg("text", { x: 4, y: top + 8 }, String(maxTokens)));
+  if (served.length) root.append(svg("text", { x: 4, y: top + 8 }, String(maxTokens)));
   root.append(svg("text", { x: 4, y: top + plotH }, "0"));
   root.append(svg("text", { x: plotEnd + 4, y: top + 8 }, "100%"));
   const labelsEnd = new Array(labelRows).fill(-Infinity);   // per row, where its last mark ends

@@ -2,14 +2,24 @@
 // each step's messages on request, Live steps). Loaded before app.js.
 "use strict";
 
+// A tool named as a control step (USER, ASSISTANT_TEXT, END) or with a reserved prefix
+// (`tool:`, `<`) is spelled `tool:NAME`, as the forecasts' Predicted/Actual spell it
+// (cache.forecast.tool_step), so "END" always means the session's end, never a tool.
+const CONTROL_STEPS = new Set(["USER", "ASSISTANT_TEXT", "END"]);
+const toolStep = (name) => CONTROL_STEPS.has(name) || name.startsWith("tool:") || name.startsWith("<")
+  ? `tool:${name}` : name;
 const choiceAsked = (choice) =>
-  choice.tool_calls.length ? choice.tool_calls.map((c) => c.name).join(", ") : "text answer";
+  choice.tool_calls.length ? choice.tool_calls.map((c) => toolStep(c.name)).join(", ") : "text answer";
 // With several choices (n > 1) each is listed with its number: "#0 get_weather · #1 text answer".
 const askedFor = (step) => {
   if (step.error) return "error";
   const choices = [step, ...(step.other_choices || [])];
   return choices.length === 1 ? choiceAsked(step) : choices.map((c, i) => `#${i} ${choiceAsked(c)}`).join(" · ");
 };
+
+// A step's cache hit: "—" for a refused step (charts.js `isRefused`: its prompt was never
+// served, so no cache was tried), as the summary leaves its tokens out; `traces show` alike.
+const stepHit = (s) => isRefused(s) ? "—" : pct(s.num_cached_tokens, s.num_input_tokens);
 
 // A step's messages, fetched once while they are shown (`view.contents`, index -> {node,
 // loading}): a step's content never changes, so a re-render (a Live step arriving) shows the
@@ -117,7 +127,7 @@ function appendSteps(added) {
       el("td", {}, s.num_input_tokens), el("td", {}, s.prefix_from_previous_tokens ?? "—"),
       el("td", lostPrefix(s) ? { class: "miss", title: `${lostPrefix(s)} tokens the previous step left were ` +
         "no longer cached (evicted while the session was away)" } : {}, s.num_cached_tokens),
-      el("td", {}, pct(s.num_cached_tokens, s.num_input_tokens)), el("td", {}, fmtMs(s.ttft_s)),
+      el("td", {}, stepHit(s)), el("td", {}, fmtMs(s.ttft_s)),
       el("td", {}, s.num_output_tokens), el("td", { class: "text id" }, s.model),
       el("td", { class: "text id", title: s.service_tier === "flex" ? "served in the flex tier, after other requests" : "" },
         (s.worker || "—") + (s.service_tier === "flex" ? " · flex" : "")),

@@ -86,3 +86,23 @@ def test_a_session_whose_id_is_shown_escaped_says_what_to_paste_and_a_backslash_
     assert tab[1] == "(its id holds characters shown escaped; to name it, paste tab%09here)"
     assert not backslash[1].startswith("(its id")
     assert _summary(_session("caf\u00e9\u202e"))[1].endswith("paste caf%C3%A9%E2%80%AE)")
+
+
+def test_asked_for_spells_a_tool_named_as_a_control_step_as_the_forecasts_do():
+    """QA218 F8: a tool named END, USER or ASSISTANT_TEXT (or `tool:x`, `<x>`) is `tool:NAME`
+    in ASKED FOR, as in FORECAST/ACTUAL, so `END` never reads as the session's end."""
+    assert asked_for(_step(("END", "USER", "ASSISTANT_TEXT", "search"))) == \
+        "tool:END, tool:USER, tool:ASSISTANT_TEXT, search"
+    assert asked_for(_step(("tool:x",), other=(("<oov>",),))) == "#0 tool:tool:x; #1 tool:<oov>"
+
+
+def test_a_refused_step_has_no_cache_hit_share():
+    """QA218 F6: a refused step (failed having generated nothing) was never served: its
+    CACHED % is none ("—"), not "0%"; a step cut after generating keeps its share."""
+    from agents_trace.traces_view import _step_hit
+
+    refused = {"error": "context_length_exceeded", "num_output_tokens": 0, "num_input_tokens": 45_019,
+               "num_cached_tokens": 0}
+    assert _step_hit(refused) is None
+    assert _step_hit({**refused, "error": "client_closed", "num_output_tokens": 4, "num_cached_tokens": 9_000}) == "20%"
+    assert _step_hit({**refused, "error": None, "num_output_tokens": 3}) == "0%"

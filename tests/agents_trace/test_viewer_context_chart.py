@@ -75,3 +75,19 @@ def test_a_prompt_refused_before_it_was_counted_is_drawn_and_every_capped_bar_is
             apart = a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or \
                 a["y"] + a["h"] <= b["y"] or b["y"] + b["h"] <= a["y"]
             assert apart, (a, b)
+    # QA218 F6: with no served prompt a refused one is capped as the legend says (no served
+    # scale: no top figure), and its Hit cell is "—", not "0%"; F8: Asked for spells a
+    # tool named as a control step `tool:END`, as Predicted/Actual do
+    alone = driver.execute_script(
+        "renderContextChart(arguments[0]); const svg = document.getElementById('context-svg');"
+        "return { caps: svg.querySelectorAll('.refused-cap').length,"
+        " labels: [...svg.querySelectorAll('.refused-label')].map((t) => t.textContent),"
+        " figures: [...svg.querySelectorAll('text:not(.refused-label)')].map((t) => t.textContent),"
+        " hits: arguments[0].map(stepHit).concat([stepHit(arguments[1])]),"
+        " asked: askedFor({ error: null, tool_calls: [{ name: 'END' }, { name: 'USER' }, { name: 'get' }] }) }",
+        [{**_STEP, "index": 0, "num_input_tokens": 45_019, "error": "context_length_exceeded"}],
+        {**_STEP, "index": 1, "num_input_tokens": 200, "num_cached_tokens": 0, "num_output_tokens": 3})
+    assert alone["caps"] == 1 and alone["labels"] == ["refused: 45,019 tokens"]
+    assert "45019" not in alone["figures"]
+    assert alone["hits"] == ["—", "0%"]
+    assert alone["asked"] == "tool:END, tool:USER, get"
