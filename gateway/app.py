@@ -260,8 +260,9 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
             return routes.error_response(invalid_url(request.method, request.url.path, api_paths))
         code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code)
         detail = error.detail if isinstance(error.detail, dict) else {"message": str(error.detail)}
+        kind = "server_error" if error.status_code >= 500 else "invalid_request_error"   # as errors.unavailable's 503s
         return routes.error_response(ApiError(error.status_code, str(detail.get("message")),
-                                              "invalid_request_error", detail.get("code", code),
+                                              kind, detail.get("code", code),
                                               detail.get("param"), dict(error.headers or {})))   # 405's Allow
 
     @app.exception_handler(sqlite3.Error)
