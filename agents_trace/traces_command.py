@@ -86,7 +86,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--tenant", help="only this tenant's sessions")
     _filter_args(listing, "sessions")
     listing.add_argument("--limit", type=_page_size, default=20, help=f"sessions per page (1-{MAX_PAGE}, default 20)")
-    listing.add_argument("--offset", type=_offset, default=0, help="skip this many (the next page)")
+    listing.add_argument("--offset", type=_offset, default=0,
+                         help="sessions to skip first: the next page starts at --offset + --limit (default 0)")
     listing.add_argument("--json", action="store_true", help="print the page as one JSON line")
     _store_args(listing)
     listing.set_defaults(handler=list_command)

@@ -16,7 +16,6 @@ line per (level, context, N or suffix).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_int, positive_int, positive_ints  # noqa: E402
 import torch  # noqa: E402
 from transformers.integrations.sdpa_attention import sdpa_attention_forward  # noqa: E402
 
@@ -106,17 +107,24 @@ def _compare(run, repeats: int) -> dict:
             "max_abs_diff": float(f"{(logits['transformers'] - logits['grouped']).abs().max().item():.3g}")}
 
 
+def optional_positive_ints(text: str) -> tuple[int, ...]:
+    """--suffix-tokens: comma-separated integers >= 1, or "" for none."""
+    return positive_ints(text) if text else ()
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--contexts", default="512,2048,8192", help="cached tokens per request")
-    parser.add_argument("--batch-sizes", default="1,8", help="requests decoding at once")
-    parser.add_argument("--suffix-tokens", default="64,512", help="new tokens prefilled after the context")
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: all cores)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--contexts", type=positive_ints, default="512,2048,8192", help="cached tokens per request")
+    parser.add_argument("--batch-sizes", type=positive_ints, default="1,8", help="requests decoding at once")
+    parser.add_argument("--suffix-tokens", type=optional_positive_ints, default="64,512",
+                        help='new tokens prefilled after the context, comma-separated ("": the decode level alone)')
+    parser.add_argument("--steps", type=positive_int, default=8, help="decode steps timed per decode run")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed runs of each way; the figures are their medians")
+    parser.add_argument("--threads", type=non_negative_int, default=1, help="torch threads (0: all cores)")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the cached keys and values")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -126,14 +134,14 @@ def main() -> None:
         raise SystemExit(f"{args.model} does not run on the row attention")
     first = next(model.parameters())
     device = first.device
-    for length in (int(n) for n in args.contexts.split(",")):
-        for num in (int(n) for n in args.batch_sizes.split(",")):
+    for length in args.contexts:
+        for num in args.batch_sizes:
             stored = _caches(config, num, length, first.dtype, device, args.seed)
             row = _compare(lambda: _decode(model, config, stored, args.steps, device), args.repeats)
             print(json.dumps({"model": loaded.model_id, "level": "decode", "context_tokens": length, "requests": num,
                               **row}), flush=True)
         stored = _caches(config, 1, length, first.dtype, device, args.seed)
-        for num_tokens in (int(n) for n in args.suffix_tokens.split(",") if n):
+        for num_tokens in args.suffix_tokens:
             row = _compare(lambda: _suffix(model, config, stored, num_tokens, device), args.repeats)
             print(json.dumps({"model": loaded.model_id, "level": "suffix", "context_tokens": length,
                               "suffix_tokens": num_tokens, **row}), flush=True)

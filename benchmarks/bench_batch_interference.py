@@ -17,7 +17,6 @@ time against the first batch mode's.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -28,6 +27,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_int  # noqa: E402
 from bench_servers import (API_KEY, batch_outcome, bench_tenant_toml, fresh_gateway, medians,  # noqa: E402
                            rounded, start_batch)
 
@@ -107,16 +108,19 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"))
-    parser.add_argument("--rounds", type=int, default=1, help="each mode this many times, alternating")
-    parser.add_argument("--steps", type=int, default=12, help="interactive steps per mode")
-    parser.add_argument("--step-tokens", type=int, default=16)
-    parser.add_argument("--prompt-words", type=int, default=120)
-    parser.add_argument("--think-s", type=float, default=0.3)
-    parser.add_argument("--batch-requests", type=int, default=24)
-    parser.add_argument("--batch-tokens", type=int, default=48)
-    parser.add_argument("--batch-concurrency", type=int, default=2)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"),
+                        help="whose weights the workers load")
+    parser.add_argument("--rounds", type=positive_int, default=1, help="each mode this many times, alternating")
+    parser.add_argument("--steps", type=positive_int, default=12, help="interactive steps per mode")
+    parser.add_argument("--step-tokens", type=positive_int, default=16, help="tokens each interactive step generates")
+    parser.add_argument("--prompt-words", type=positive_int, default=120,
+                        help="words of each prompt, interactive and batch")
+    parser.add_argument("--think-s", type=non_negative_float, default=0.3,
+                        help="seconds the interactive session waits between steps")
+    parser.add_argument("--batch-requests", type=positive_int, default=24, help="requests in the batch file")
+    parser.add_argument("--batch-tokens", type=positive_int, default=48, help="tokens each batch request generates")
+    parser.add_argument("--batch-concurrency", type=positive_int, default=2, help="batch requests in flight at once")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     args = parser.parse_args()
     modes = ["alone", *[mode for mode in args.modes.split(",") if mode in MODES and mode != "alone"]]

@@ -19,7 +19,6 @@ All ways give the same values (checked here).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -30,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cache.cli_args import positive_int  # noqa: E402
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int, positive_ints  # noqa: E402
 from cache.hashing import chain_hashes, hash_blocks, split_blocks, tenant_salt  # noqa: E402
 from cache.session_hashes import SessionHashes  # noqa: E402
 
@@ -83,16 +83,17 @@ def agent_session(length: int, block_size: int, step_tokens: int, rounds: int, r
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lengths", default="1024,8192,32768", help="prompt lengths in tokens")
-    parser.add_argument("--block-size", type=positive_int, default=16)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--lengths", type=positive_ints, default="1024,8192,32768", help="prompt lengths in tokens")
+    parser.add_argument("--block-size", type=positive_int, default=16, help="tokens per block")
     parser.add_argument("--prompts", type=positive_int, default=20, help="prompts timed per round and way")
-    parser.add_argument("--rounds", type=positive_int, default=5)
+    parser.add_argument("--rounds", type=positive_int, default=5,
+                        help="alternating timed rounds of both ways; the figures are medians over them")
     parser.add_argument("--step-tokens", type=positive_int, default=512, help="what each agent step adds")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the prompts' token ids")
     args = parser.parse_args()
     rng, salt = random.Random(args.seed), tenant_salt("bench")
-    for length in (int(part) for part in args.lengths.split(",")):
+    for length in args.lengths:
         prompts = [[rng.randrange(49152) for _ in range(length)] for _ in range(args.prompts)]
         for prompt in prompts[:2]:
             if block_by_block(prompt, args.block_size, salt) != chain_hashes(prompt, args.block_size, salt):

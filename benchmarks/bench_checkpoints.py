@@ -17,7 +17,6 @@ seconds the copy held the lock, and full ÷ incremental.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -29,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_int  # noqa: E402
 from agents_trace.predict import persist  # noqa: E402
 from bench_gap_recount import TOOLS, built as build_gaps  # noqa: E402
 from cache.forecast_source import RequestSeen  # noqa: E402
@@ -113,12 +114,15 @@ def bench_gaps(num_tenants: int, changed_share: float, repeats: int, seed: int, 
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", type=int, default=1000)
-    parser.add_argument("--fitted-share", type=float, default=0.1)
-    parser.add_argument("--changed-share", type=float, default=0.01)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--tenants", type=positive_int, default=1000, help="tenants the predictor has seen")
+    parser.add_argument("--fitted-share", type=non_negative_float, default=0.1,
+                        help="fraction of the tenants with a fitted model (0 to 1)")
+    parser.add_argument("--changed-share", type=non_negative_float, default=0.01,
+                        help="fraction of the tenants changed between two saves (0 to 1; at least one tenant)")
+    parser.add_argument("--repeats", type=positive_int, default=5,
+                        help="timed saves of each way; the figures are their medians")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the tenants' data")
     args = parser.parse_args()
     began = time.monotonic()
     predictor = build(args.tenants, args.fitted_share, args.seed)

@@ -19,7 +19,6 @@ On a GPU every timed section ends with a device synchronize.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -30,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_int, positive_int, positive_ints  # noqa: E402
 import torch  # noqa: E402
 
 from shards.model_loader import load_model  # noqa: E402
@@ -118,16 +119,17 @@ def engine_level(model: str, num: int, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--batch-sizes", default="1,2,4,8,16", help="concurrent requests N")
-    parser.add_argument("--prompt-tokens", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=16, help="timed decode steps (runner level)")
-    parser.add_argument("--max-tokens", type=int, default=32, help="tokens per request (engine level)")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: all cores)")
-    parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch-sizes", type=positive_ints, default="1,2,4,8,16", help="concurrent requests N")
+    parser.add_argument("--prompt-tokens", type=positive_int, default=512, help="tokens of each request's prompt")
+    parser.add_argument("--steps", type=positive_int, default=16, help="timed decode steps (runner level)")
+    parser.add_argument("--max-tokens", type=positive_int, default=32, help="tokens per request (engine level)")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed runs per setting; the figures are their medians")
+    parser.add_argument("--threads", type=non_negative_int, default=1, help="torch threads (0: all cores)")
+    parser.add_argument("--vocab", type=positive_int, default=1000, help="prompt token ids are drawn below this")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the prompts' token ids")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16", "auto"),
                         help="weights and KV dtype, the same at both levels")
@@ -135,7 +137,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    sizes = [int(n) for n in args.batch_sizes.split(",")]
+    sizes = list(args.batch_sizes)
     loaded = load_model(args.model, device=args.device, dtype=args.dtype)
     args.vocab = min(args.vocab, len(loaded.tokenizer))
     for num in sizes:

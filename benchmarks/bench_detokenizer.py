@@ -12,7 +12,6 @@ token of each and `whole_over_window`.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -21,7 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cache.cli_args import positive_int  # noqa: E402
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int, positive_ints  # noqa: E402
 from shards.detokenizer import REPLACEMENT_CHAR, Detokenizer  # noqa: E402
 from shards.model_files import load_tokenizer  # noqa: E402
 
@@ -64,15 +64,16 @@ def seconds_per_token(make, token_ids: list[int], expected: str) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="whose tokenizer: smollm2 (default) or tiny")
-    parser.add_argument("--lengths", default="100,500,2000,4000", help="reply lengths in tokens")
-    parser.add_argument("--rounds", type=positive_int, default=5)
+    parser.add_argument("--lengths", type=positive_ints, default="100,500,2000,4000", help="reply lengths in tokens")
+    parser.add_argument("--rounds", type=positive_int, default=5,
+                        help="alternating timed rounds of both ways; the figures are medians over them")
     args = parser.parse_args()
     tokenizer = load_tokenizer(args.model)
     corpus = "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))
     all_ids = tokenizer.encode(corpus, add_special_tokens=False)
-    lengths = [int(n) for n in args.lengths.split(",")]
+    lengths = list(args.lengths)
     assert max(lengths) <= len(all_ids), f"the corpus has only {len(all_ids)} tokens"
     contenders = {"whole": lambda: WholeDecodeDetokenizer(tokenizer, STOP),
                   "window": lambda: Detokenizer(tokenizer, STOP)}

@@ -18,7 +18,6 @@ contender is faster), and a last summary line.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -28,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_int, positive_int, positive_ints  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.e2e_runs import policy_orders  # noqa: E402
@@ -110,21 +111,28 @@ def _timed_pair(models: dict, measure, repeats: int) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--contender", default="bfloat16", choices=[d for d in DTYPES if d != BASELINE])
-    parser.add_argument("--prompt-lengths", default="512,2048")
-    parser.add_argument("--batch-sizes", default="1,8")
-    parser.add_argument("--decode-context", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all cores)")
+    parser.add_argument("--contender", default="bfloat16", choices=[d for d in DTYPES if d != BASELINE],
+                        help="the dtype compared with the float32 baseline")
+    parser.add_argument("--prompt-lengths", type=positive_ints, default="512,2048",
+                        help="prompt tokens of the timed prefills, comma-separated")
+    parser.add_argument("--batch-sizes", type=positive_ints, default="1,8",
+                        help="requests decoding at once in the timed decode steps, comma-separated")
+    parser.add_argument("--decode-context", type=positive_int, default=1024,
+                        help="cached tokens of each decoding request")
+    parser.add_argument("--steps", type=positive_int, default=8, help="decode steps per timed run")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed runs of each dtype, alternating; the figures are their medians")
+    parser.add_argument("--threads", type=non_negative_int, default=0, help="torch threads (0: all cores)")
     parser.add_argument("--text-file", default=str(Path(__file__).resolve().parent.parent / "docs" / "tracing.md"),
                         help="text whose next tokens both copies predict")
-    parser.add_argument("--max-text-tokens", type=int, default=1024)
-    parser.add_argument("--reply-tokens", type=int, default=40)
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-text-tokens", type=positive_int, default=1024,
+                        help="tokens of --text-file the two copies read")
+    parser.add_argument("--reply-tokens", type=positive_int, default=40,
+                        help="greedy tokens each copy generates for the agreement check")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the prompts' token ids")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -141,11 +149,11 @@ def main() -> None:
                           f"{args.contender}_s": round(medians[args.contender], 5),
                           "speedup": round(ratio, 3)}), flush=True)
 
-    for length in (int(x) for x in args.prompt_lengths.split(",")):
+    for length in args.prompt_lengths:
         prompt = [rng.randrange(vocab) for _ in range(length)]
         report({"measure": "prefill", "prompt_tokens": length},
                _timed_pair(models, lambda m, p=prompt: prefill_s(m, p), args.repeats))
-    for num in (int(x) for x in args.batch_sizes.split(",")):
+    for num in args.batch_sizes:
         prompts = [[rng.randrange(vocab) for _ in range(args.decode_context)] for _ in range(num)]
         report({"measure": "decode_step", "requests": num, "context_tokens": args.decode_context},
                _timed_pair(models, lambda m, p=prompts: decode_step_s(m, p, args.steps), args.repeats))

@@ -45,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
@@ -158,22 +159,25 @@ def forecast_counters(app) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--tenants", type=positive_int, default=3)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--model", default="smollm2", help="the workers' model: tiny, smollm2, or a model directory")
+    parser.add_argument("--tenants", type=positive_int, default=3, help="tenants of the generated workload")
     parser.add_argument("--sessions", type=positive_int, default=4, help="sessions per tenant")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the workload")
     parser.add_argument("--speed", type=positive_float, default=4.0, help="tool/think time scale")
     parser.add_argument("--session-rate", type=positive_float, default=0.5,
                         help="new sessions per second, all --tenants together")
-    parser.add_argument("--max-context", type=positive_int, default=3000)
-    parser.add_argument("--max-output-tokens", type=positive_int, default=8)
-    parser.add_argument("--workers", type=positive_int, default=2)
-    parser.add_argument("--threads-per-worker", type=positive_int, default=1)
+    parser.add_argument("--max-context", type=positive_int, default=3000,
+                        help="tokens a session's prompt may reach")
+    parser.add_argument("--max-output-tokens", type=positive_int, default=8, help="tokens each step generates")
+    parser.add_argument("--workers", type=positive_int, default=2, help="worker processes of the gateway")
+    parser.add_argument("--threads-per-worker", type=positive_int, default=1, help="torch threads of each worker")
     parser.add_argument("--hot-blocks", type=positive_int, default=300, help="per worker, 16 tokens each")
-    parser.add_argument("--host-blocks", type=non_negative_int, default=0)
-    parser.add_argument("--concurrency", type=positive_int, default=32)
-    parser.add_argument("--vocab-size", type=positive_int, default=256)
+    parser.add_argument("--host-blocks", type=non_negative_int, default=0,
+                        help="host tier blocks per worker (16 tokens each; 0: no host tier)")
+    parser.add_argument("--concurrency", type=positive_int, default=32,
+                        help="requests the replay keeps in flight at most")
+    parser.add_argument("--vocab-size", type=positive_int, default=256, help="prompt token ids are drawn below this")
     parser.add_argument("--policies", default=",".join(POLICIES), help='"" to run only the sweep')
     parser.add_argument("--repeats", type=positive_int, default=1,
                         help="replays per policy, order alternating; figures are medians (e2e_runs.py)")

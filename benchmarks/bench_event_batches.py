@@ -26,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 from shards.engine import LocalEngine  # noqa: E402
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem  # noqa: E402
 
@@ -81,10 +83,11 @@ async def run(args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, default=8, help="streams at once")
-    parser.add_argument("--tokens", type=int, default=1000, help="greedy tokens per stream")
-    parser.add_argument("--rounds", type=int, default=4)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--streams", type=positive_int, default=8, help="streams at once")
+    parser.add_argument("--tokens", type=positive_int, default=1000, help="greedy tokens per stream")
+    parser.add_argument("--rounds", type=positive_int, default=4,
+                        help="alternating timed rounds of both ways; the figures are medians over them")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(run(args))))
 

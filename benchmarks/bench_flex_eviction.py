@@ -15,7 +15,6 @@ the ratios lru_order / flex_first.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -27,6 +26,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_int  # noqa: E402
 from bench_servers import (API_KEY, batch_outcome, bench_tenant_toml, fresh_gateway, medians,  # noqa: E402
                            rounded, start_batch)
 
@@ -118,20 +119,24 @@ async def one_mode(base_url: str, model: str, mode: str, args) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"))
-    parser.add_argument("--rounds", type=int, default=1, help="each mode this many times, alternating")
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--model", default="smollm2", choices=("smollm2", "tiny"),
+                        help="whose weights the worker loads")
+    parser.add_argument("--rounds", type=positive_int, default=1, help="each mode this many times, alternating")
     parser.add_argument("--policy", default="lru", help="the workers' cache policy")
-    parser.add_argument("--hot-blocks", type=int, default=240, help="the worker's KV memory, 16-token blocks")
-    parser.add_argument("--sessions", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=6, help="steps per agent session")
-    parser.add_argument("--step-tokens", type=int, default=16)
-    parser.add_argument("--system-words", type=int, default=700)
-    parser.add_argument("--result-words", type=int, default=30)
-    parser.add_argument("--tool-s", type=float, default=3.0, help="the tool's wait between steps")
-    parser.add_argument("--batch-requests", type=int, default=16)
-    parser.add_argument("--batch-words", type=int, default=300)
-    parser.add_argument("--batch-tokens", type=int, default=32)
+    parser.add_argument("--hot-blocks", type=positive_int, default=240, help="the worker's KV memory, 16-token blocks")
+    parser.add_argument("--sessions", type=positive_int, default=3,
+                        help="interactive agent sessions, running at once")
+    parser.add_argument("--steps", type=positive_int, default=6, help="steps per agent session")
+    parser.add_argument("--step-tokens", type=positive_int, default=16, help="tokens each agent step generates")
+    parser.add_argument("--system-words", type=positive_int, default=700,
+                        help="words of each session's system prompt")
+    parser.add_argument("--result-words", type=positive_int, default=30, help="words of each tool result a step adds")
+    parser.add_argument("--tool-s", type=non_negative_float, default=3.0, help="the tool's wait between steps")
+    parser.add_argument("--batch-requests", type=positive_int, default=16,
+                        help="flex (batch) requests sent alongside the sessions")
+    parser.add_argument("--batch-words", type=positive_int, default=300, help="words of each batch request's prompt")
+    parser.add_argument("--batch-tokens", type=positive_int, default=32, help="tokens each batch request generates")
     parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     args = parser.parse_args()
     modes = [mode for mode in args.modes.split(",") if mode in MODES]

@@ -16,13 +16,13 @@ simulated TTFT in each case, and the old order's TTFT over flex first's.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.cli_args import names_from, non_negative_float, positive_int, positive_ints  # noqa: E402
@@ -31,9 +31,9 @@ from cache.sim.requests import to_sim_requests  # noqa: E402
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tenants", type=positive_int, default=4)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the generated workload")
+    parser.add_argument("--tenants", type=positive_int, default=4, help="tenants of the generated workload")
     parser.add_argument("--sessions", type=positive_int, default=40, help="agent sessions per tenant")
     parser.add_argument("--batch-per-s", type=non_negative_float, default=0.5,
                         help="batch lines a second, all tenants")

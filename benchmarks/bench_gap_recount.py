@@ -14,7 +14,6 @@ gave the busy tenants the same forecasts at the end.
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import os
@@ -25,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cache.cli_args import positive_int  # noqa: E402
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int, positive_ints  # noqa: E402
 from cache.forecast_source import RequestSeen  # noqa: E402
 from cache.gap_forecaster import GapForecaster, GapForecasterConfig  # noqa: E402
 
@@ -82,15 +82,16 @@ def run(forecaster: GapForecaster, now_s: float, active: list[str], num_requests
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", default="300,3000,10000")
-    parser.add_argument("--active", type=positive_int, default=10)
-    parser.add_argument("--requests", type=positive_int, default=2560)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--tenants", type=positive_ints, default="300,3000,10000",
+                        help="tenant counts, comma-separated: one measurement each")
+    parser.add_argument("--active", type=positive_int, default=10, help="tenants with requests in flight")
+    parser.add_argument("--requests", type=positive_int, default=2560, help="requests timed per tenant count")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the requests")
     args = parser.parse_args()
     began = time.monotonic()
     results = []
-    for num_tenants in (int(n) for n in args.tenants.split(",")):
+    for num_tenants in args.tenants:
         forecaster, now_s = built(num_tenants, args.seed)
         active = [f"tenant-{i}" for i in random.Random(args.seed + 1).sample(range(num_tenants), args.active)]
         every = run(copy.deepcopy(forecaster), now_s, active, args.requests, True, args.seed)

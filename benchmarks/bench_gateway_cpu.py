@@ -20,7 +20,6 @@ tree spends more CPU per request). Linux only (/proc).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import shutil
@@ -32,6 +31,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_int, positive_int  # noqa: E402
 from bench_gateway_overhead import run_load, stepahead_config  # noqa: E402
 from bench_servers import ROOT, free_port, server_env, spawn_fake_upstream, stop_all, wait_ready  # noqa: E402
 from cpu_probe import _stat_cpu_s  # noqa: E402
@@ -81,15 +82,18 @@ def one_round(tree: Path, model: str, requests: int, concurrency: int, warmup: i
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--revs", help="git revisions, comma-separated (e.g. b649987,HEAD)")
     which.add_argument("--trees", help="source directories, comma-separated")
-    parser.add_argument("--path", choices=sorted(MODELS), default="passthrough")
-    parser.add_argument("--requests", type=int, default=3200)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=480, help="requests that warm each gateway before its load")
+    parser.add_argument("--path", choices=sorted(MODELS), default="passthrough",
+                        help="which gateway path the load takes: passthrough (a fake-passthrough model) or litellm")
+    parser.add_argument("--requests", type=positive_int, default=3200, help="requests sent per round and tree")
+    parser.add_argument("--concurrency", type=positive_int, default=16, help="requests in flight at once")
+    parser.add_argument("--rounds", type=positive_int, default=3,
+                        help="rounds, each tree once per round (order alternating)")
+    parser.add_argument("--warmup", type=non_negative_int, default=480,
+                        help="requests that warm each gateway before its load")
     args = parser.parse_args()
     names = (args.revs or args.trees).split(",")
     with ExitStack() as stack:

@@ -18,7 +18,6 @@ this process.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -31,6 +30,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_int, positive_ints  # noqa: E402
 from bench_servers import (API_KEY, ROOT, bench_tenant_toml, fake_model_toml, free_port, server_env,  # noqa: E402
                            spawn, spawn_fake_upstream, stop_all, wait_ready)
 
@@ -103,11 +104,13 @@ async def run_load(url: str, model: str, concurrency: int, num_requests: int,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--requests", type=int, default=640, help="per target and level")
-    parser.add_argument("--concurrency", default="1,16,64")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--latency-ms", type=non_negative_float, default=20.0,
+                        help="milliseconds the fake upstream waits before each reply")
+    parser.add_argument("--requests", type=positive_int, default=640, help="requests sent per target and level")
+    parser.add_argument("--concurrency", type=positive_ints, default="1,16,64",
+                        help="requests in flight at once: one level each, comma-separated")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the run (Python's random module)")
     parser.add_argument("--no-litellm-proxy", action="store_true", help="measure stepahead alone")
     parser.add_argument("--litellm-cli", help="LiteLLM's proxy command (default: the one "
                         "scripts/litellm_proxy_venv.sh installs, else `litellm` on PATH)")
@@ -153,7 +156,7 @@ def main() -> int:
                        "its extras in a virtual environment of its own")
 
         levels = {}
-        for concurrency in (int(c) for c in args.concurrency.split(",")):
+        for concurrency in args.concurrency:
             num_requests = args.requests if concurrency > 1 else max(100, args.requests // 4)
             level = {name: asyncio.run(run_load(url, model, concurrency, num_requests,
                                                 num_warmup=max(32, concurrency * 4)))

@@ -16,7 +16,6 @@ default-settings / frozen.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -31,6 +30,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_int  # noqa: E402
 from benchmarks.bench_gateway_overhead import run_load  # noqa: E402
 from benchmarks.bench_servers import (API_KEY, bench_tenant_toml, fake_model_toml, free_port,  # noqa: E402
                                       server_env, spawn, spawn_fake_upstream, stop_all, wait_ready)
@@ -64,11 +65,13 @@ def ratio(numerator: float, denominator: float) -> float | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--requests", type=int, default=1600, help="per gateway and round")
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--rounds", type=positive_int, default=6,
+                        help="rounds, each gateway once per round (order alternating)")
+    parser.add_argument("--requests", type=positive_int, default=1600, help="per gateway and round")
+    parser.add_argument("--concurrency", type=positive_int, default=16, help="requests in flight at once")
+    parser.add_argument("--latency-ms", type=non_negative_float, default=20.0,
+                        help="milliseconds the fake upstream waits before each reply")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-gc-"))
     env = server_env(workdir)

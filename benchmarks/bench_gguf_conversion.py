@@ -11,7 +11,6 @@ and `identical`.
 """
 from __future__ import annotations
 
-import argparse
 import filecmp
 import json
 import os
@@ -21,6 +20,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVERT = """
@@ -42,8 +46,9 @@ def convert(way: str, cache_dir: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=int, default=2)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--repeats", type=positive_int, default=2,
+                        help="timed conversions of each way; the figures are their medians")
     args = parser.parse_args()
     times: dict[str, list[float]] = {"baseline": [], "contender": []}
     identical = True

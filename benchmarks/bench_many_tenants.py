@@ -31,7 +31,6 @@ and per `can_take`, each way. Prints one JSON line.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import hmac
 import json
@@ -45,6 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_int, positive_int, positive_ints  # noqa: E402
 from gateway.auth import KeyRing  # noqa: E402
 from shards.dispatcher import DispatchConfig, Dispatcher  # noqa: E402
 from shards.fair_queue import FairQueue  # noqa: E402
@@ -192,15 +193,18 @@ def per_lookup_us(lookup, keys: list[str]) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", default="10,1000,10000")
-    parser.add_argument("--lookups", type=int, default=2000)
-    parser.add_argument("--gateway", type=int, default=0, metavar="N",
-                        help="also compare whole gateways with 1 and 1 + N tenants")
-    parser.add_argument("--gateway-requests", type=int, default=2400)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--tenants", type=positive_ints, default="10,1000,10000",
+                        help="tenant counts, comma-separated: one measurement each")
+    parser.add_argument("--lookups", type=positive_int, default=2000,
+                        help="key lookups (and queue passes) timed per tenant count")
+    parser.add_argument("--gateway", type=non_negative_int, default=0, metavar="N",
+                        help="also compare whole gateways with 1 and 1 + N tenants (0: skip that)")
+    parser.add_argument("--gateway-requests", type=positive_int, default=2400,
+                        help="requests sent to each gateway with --gateway")
     args = parser.parse_args()
     results = []
-    for num_tenants in (int(n) for n in args.tenants.split(",")):
+    for num_tenants in args.tenants:
         keys = [secrets.token_urlsafe(24) for _ in range(num_tenants)]
         tenants = tuple(TenantConfig(f"tenant-{i}", (key_digest(k),)) for i, k in enumerate(keys))
         ring = KeyRing(tenants)

@@ -12,7 +12,6 @@ warm-up. Prints one JSON line: per reply length, the median µs per token of eac
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -24,6 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int, positive_ints  # noqa: E402
 from shards.protocol import SamplingParams  # noqa: E402
 from shards.sampling import OutputPenalties, adjusted_logits  # noqa: E402
 
@@ -53,16 +54,17 @@ def seconds_per_token(name: str, logits: torch.Tensor, reply: list[int]) -> tupl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lengths", default="100,500,2000,4000", help="reply lengths in tokens")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--vocab", type=int, default=49152, help="vocabulary size (SmolLM2's by default)")
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--lengths", type=positive_ints, default="100,500,2000,4000", help="reply lengths in tokens")
+    parser.add_argument("--rounds", type=positive_int, default=5,
+                        help="alternating timed rounds of both ways; the figures are medians over them")
+    parser.add_argument("--vocab", type=positive_int, default=49152, help="vocabulary size (default %(default)s, SmolLM2's)")
     args = parser.parse_args()
     torch.set_num_threads(1)   # a worker's setting
     rng = random.Random(7)
     logits = torch.randn(args.vocab, generator=torch.Generator().manual_seed(7))
     rows = []
-    for length in (int(n) for n in args.lengths.split(",")):
+    for length in args.lengths:
         reply = [rng.randrange(args.vocab // 8) for _ in range(length)]   # repeats, as text has
         for name in ("recount", "kept"):   # warm-up
             seconds_per_token(name, logits, reply[:20])

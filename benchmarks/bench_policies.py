@@ -46,7 +46,6 @@ lines of the runs that finished, and no summary line.
 """
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import sys
@@ -56,6 +55,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 from cache.gap_forecaster import GapForecaster  # noqa: E402
 from cache.session_infer import SessionInferrer  # noqa: E402
 from cache.sim.cost_model import CALIBRATIONS, DEFAULT_CALIBRATION, CostModel  # noqa: E402
@@ -173,7 +173,7 @@ def main(rows: list[dict]) -> int:
     """The whole benchmark; each run's row is appended to `rows` (the caller's list, so
     Ctrl+C still leaves the runs that finished) and printed as it finishes. Returns the
     exit status."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--mooncake", type=Path, default=MOONCAKE,
                         help="the Mooncake (or stepahead-trace/1) trace to replay (default: %(default)s)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes and sessions (about a minute)")

@@ -13,7 +13,6 @@ predictive ÷ LRU wall time (what forecasts cost on top of recency).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -22,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cache.cli_args import positive_int  # noqa: E402
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int, positive_ints  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
 from agents_trace.workload.tool_patterns import load_patterns  # noqa: E402
 from cache.sim.replay import SimConfig, replay  # noqa: E402
@@ -32,16 +32,18 @@ REQUESTS_PER_SESSION = 9   # about what the generator's defaults give
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", default="4,40,400")
-    parser.add_argument("--requests", type=positive_int, default=2000)
-    parser.add_argument("--hot-blocks", type=positive_int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--tenants", type=positive_ints, default="4,40,400",
+                        help="tenant counts, comma-separated: one simulation each")
+    parser.add_argument("--requests", type=positive_int, default=2000, help="requests simulated per tenant count")
+    parser.add_argument("--hot-blocks", type=positive_int, default=1000,
+                        help="HOT tier blocks of the simulated cache")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the requests")
     args = parser.parse_args()
     began = time.monotonic()
     patterns = load_patterns()
     results = []
-    for num_tenants in (int(n) for n in args.tenants.split(",")):
+    for num_tenants in args.tenants:
         sessions = max(1, round(args.requests / REQUESTS_PER_SESSION / num_tenants))
         config = WorkloadConfig(num_tenants=num_tenants, num_sessions=sessions, seed=args.seed,
                                 session_rate_per_s=2.0)

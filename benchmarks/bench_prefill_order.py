@@ -16,7 +16,6 @@ for warm and for cold steps), then arrival ÷ deadline for each (above 1: deadli
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -27,6 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_float, positive_int  # noqa: E402
 from agents_trace.replay.report import percentile  # noqa: E402
 from shards.prefill_order import PREFILL_ORDERS  # noqa: E402
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem  # noqa: E402
@@ -89,22 +90,26 @@ async def replay_once(order: str, args, seed: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--steps", type=int, default=80, help="timed agent steps per replay")
-    parser.add_argument("--rate", type=float, default=1.6, help="steps per second (Poisson)")
-    parser.add_argument("--cold-share", type=float, default=0.3)
-    parser.add_argument("--cold-tokens", type=int, default=2000)
-    parser.add_argument("--sessions", type=int, default=8)
-    parser.add_argument("--warm-prefix-tokens", type=int, default=1800)
-    parser.add_argument("--warm-new-tokens", type=int, default=200)
-    parser.add_argument("--output-tokens", type=int, default=4)
-    parser.add_argument("--max-running", type=int, default=8)
-    parser.add_argument("--hot-blocks", type=int, default=4096, help="ample: warm prefixes stay cached")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads of the worker")
-    parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=positive_int, default=80, help="timed agent steps per replay")
+    parser.add_argument("--rate", type=positive_float, default=1.6, help="steps per second (Poisson)")
+    parser.add_argument("--cold-share", type=non_negative_float, default=0.3,
+                        help="fraction of the steps that are cold prompts (0 to 1)")
+    parser.add_argument("--cold-tokens", type=positive_int, default=2000, help="tokens of each cold prompt")
+    parser.add_argument("--sessions", type=positive_int, default=8, help="warm sessions the warm steps continue")
+    parser.add_argument("--warm-prefix-tokens", type=positive_int, default=1800,
+                        help="tokens of each warm session's cached prefix")
+    parser.add_argument("--warm-new-tokens", type=positive_int, default=200,
+                        help="new tokens of each warm step after its prefix")
+    parser.add_argument("--output-tokens", type=positive_int, default=4, help="tokens each step generates")
+    parser.add_argument("--max-running", type=positive_int, default=8, help="requests the worker runs at once")
+    parser.add_argument("--hot-blocks", type=positive_int, default=4096, help="ample: warm prefixes stay cached")
+    parser.add_argument("--threads", type=positive_int, default=2, help="torch threads of the worker")
+    parser.add_argument("--vocab", type=positive_int, default=1000, help="prompt token ids are drawn below this")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="runs of each order, alternating; the figures are their medians")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the arrivals and prompts")
     args = parser.parse_args()
     runs: dict[str, list[dict]] = {order: [] for order in PREFILL_ORDERS}
     for repeat in range(args.repeats):

@@ -17,7 +17,6 @@ asynchronously are counted.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -27,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 import torch  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
@@ -56,13 +56,13 @@ def timed(fn, synchronize=lambda: None) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
     parser.add_argument("--prefix-lengths", type=positive_ints, default=(256, 1024, 2048, 4096),
                         help="prefix tokens P, comma-separated (default: 256,1024,2048,4096)")
     parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per P (default %(default)s)")
     parser.add_argument("--threads", type=non_negative_int, default=0, help="torch threads (0: all cores)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the prompts' token ids")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES),
                         help="weights and KV dtype")

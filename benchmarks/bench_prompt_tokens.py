@@ -13,7 +13,6 @@ every step. Prints one JSON line: medians per context-length band and overall, w
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -23,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 from gateway.prompt_token_cache import PromptTokenCache  # noqa: E402
 from shards.chat_template import render_chat_prompt  # noqa: E402
 
@@ -82,13 +83,14 @@ def sessions(args, rng: random.Random):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--tenants", type=int, default=2)
-    parser.add_argument("--sessions", type=int, default=4, help="per tenant, interleaved")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--tool-result-chars", type=int, default=800, help="median length of a tool result")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--model", default="smollm2",
+                        help="whose tokenizer and chat template: tiny, smollm2, or a model directory")
+    parser.add_argument("--tenants", type=positive_int, default=2, help="tenants of the generated sessions")
+    parser.add_argument("--sessions", type=positive_int, default=4, help="per tenant, interleaved")
+    parser.add_argument("--steps", type=positive_int, default=40, help="agent steps per session")
+    parser.add_argument("--tool-result-chars", type=positive_int, default=800, help="median length of a tool result")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the sessions")
     args = parser.parse_args()
     tokenizer = load_tokenizer(args.model)
     cache = PromptTokenCache(tokenizer)

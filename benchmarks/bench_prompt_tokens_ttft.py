@@ -16,7 +16,6 @@ Prints one JSON line: per step and by band, median TTFT both ways, and
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -26,6 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 import httpx  # noqa: E402
 
 from benchmarks.bench_servers import InProcessGateway  # noqa: E402
@@ -128,15 +129,18 @@ def summary(rows) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--hot-blocks", type=int, default=4096)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--repeats", type=int, default=2, help="sessions, each tenant's fresh")
-    parser.add_argument("--max-tokens", type=int, default=7900, help="end a session before its prompt passes this")
-    parser.add_argument("--tool-result-chars", type=int, default=800)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--model", default="smollm2", help="the worker's model: tiny, smollm2, or a model directory")
+    parser.add_argument("--workers", type=positive_int, default=1, help="worker processes of the gateway")
+    parser.add_argument("--hot-blocks", type=positive_int, default=4096,
+                        help="HOT tier blocks per worker (16 tokens each)")
+    parser.add_argument("--steps", type=positive_int, default=30, help="agent steps per session at most")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="sessions, each tenant's fresh")
+    parser.add_argument("--max-tokens", type=positive_int, default=7900,
+                        help="tokens: end a session before its prompt passes this")
+    parser.add_argument("--tool-result-chars", type=positive_int, default=800,
+                        help="median length of a tool result, in characters")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the sessions")
     args = parser.parse_args()
     began = time.perf_counter()
     result = run(args)

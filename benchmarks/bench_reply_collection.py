@@ -12,7 +12,6 @@ of the whole open call for its closing tag at every delta. Both produce the same
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int, positive_ints  # noqa: E402
 from gateway.backend import TextDelta  # noqa: E402
 from gateway.collected import Collected  # noqa: E402
 from gateway.tool_calls import CLOSE_TAG, CallPiece, ToolCallStreamParser  # noqa: E402
@@ -89,11 +90,12 @@ def measure(num_deltas: int, repeats: int) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="5000,20000,80000", help="deltas per reply")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--sizes", type=positive_ints, default="5000,20000,80000", help="deltas per reply")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed collections of each way per size; the figures are their medians")
     args = parser.parse_args()
-    rows = [measure(int(size), args.repeats) for size in args.sizes.split(",")]
+    rows = [measure(size, args.repeats) for size in args.sizes]
     print(json.dumps({"benchmark": "reply_collection", "repeats": args.repeats, "rows": rows}))
     return 0
 

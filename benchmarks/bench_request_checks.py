@@ -12,7 +12,6 @@ line per body shape, medians of `--repeats` rounds, with `checks_speedup` = base
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -21,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 from jsonschema.validators import validator_for  # noqa: E402
 
 from cache.cli_args import positive_int  # noqa: E402
@@ -67,9 +67,10 @@ def per_request_s(step, rounds: int, repeats: int) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeats", type=positive_int, default=7)
-    parser.add_argument("--rounds", type=positive_int, default=200)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--repeats", type=positive_int, default=7,
+                        help="timed runs of each way; the figures are their medians")
+    parser.add_argument("--rounds", type=positive_int, default=200, help="requests checked per timed run")
     args = parser.parse_args()
     for num_tools, num_turns in ((0, 5), (5, 5), (10, 15), (20, 40)):
         body = agent_body(num_tools, num_turns)

@@ -15,7 +15,6 @@ and each configuration's ratio to the old one (whole scan, random ids).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 from agents_trace.ordered_ids import time_ordered_hex  # noqa: E402
 from gateway.ids import new_id  # noqa: E402
 from gateway.response_archive import ResponseArchive  # noqa: E402
@@ -75,11 +76,12 @@ def put_many(archive: ResponseArchive, make_id, tenants: list[str], count: int) 
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", type=int, default=4)
-    parser.add_argument("--capacity", type=int, default=1024, help="responses kept per tenant (the default)")
-    parser.add_argument("--measure", type=int, default=1000, help="puts timed per round and configuration")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--tenants", type=positive_int, default=4, help="tenants whose archives are filled")
+    parser.add_argument("--capacity", type=positive_int, default=1024, help="responses kept per tenant (default %(default)s, the gateway's)")
+    parser.add_argument("--measure", type=positive_int, default=1000, help="puts timed per round and configuration")
+    parser.add_argument("--rounds", type=positive_int, default=5,
+                        help="alternating timed rounds of each configuration; the figures are medians over them")
     args = parser.parse_args(argv)
     tenants = [f"tenant{i}" for i in range(args.tenants)]
     medians: dict[str, list[float]] = {name: [] for name in CONFIGS}

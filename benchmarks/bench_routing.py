@@ -27,7 +27,6 @@ workers or a smaller cache.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -38,6 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_float, positive_int  # noqa: E402
 from shards.engine import LocalEngine  # noqa: E402
 from shards.protocol import ErrorEvent, FinishEvent, SamplingParams, TokenEvent, WorkItem  # noqa: E402
 
@@ -228,24 +229,26 @@ async def main_async(args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="tiny", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--num-workers", type=int, default=2)
-    parser.add_argument("--threads-per-worker", type=int, default=1)
-    parser.add_argument("--num-hot-blocks", type=int, default=2048, help="per worker (16 tokens each)")
-    parser.add_argument("--max-running", type=int, default=4)
+    parser.add_argument("--num-workers", type=positive_int, default=2, help="worker processes")
+    parser.add_argument("--threads-per-worker", type=positive_int, default=1, help="torch threads of each worker")
+    parser.add_argument("--num-hot-blocks", type=positive_int, default=2048, help="per worker (16 tokens each)")
+    parser.add_argument("--max-running", type=positive_int, default=4, help="requests each worker runs at once")
     parser.add_argument("--cache-policy", default="predictive", help="the workers' eviction policy: lru, predictive")
     parser.add_argument("--no-equal-kv-shares", dest="equal_kv_shares", action="store_false",
                         help="predictive policy without a guaranteed equal HOT share per tenant")
-    parser.add_argument("--num-tenants", type=int, default=3)
-    parser.add_argument("--session-rate", type=float, default=0.3, help="new sessions/s per tenant")
-    parser.add_argument("--duration-s", type=float, default=60.0, help="sessions start within this")
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--prefix-tokens", type=int, default=128)
-    parser.add_argument("--turn-tokens", type=int, default=600)
-    parser.add_argument("--max-tokens", type=int, default=16)
-    parser.add_argument("--gap-s", type=float, default=1.5, help="mean tool-call time between steps")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-tenants", type=positive_int, default=3, help="tenants of the generated sessions")
+    parser.add_argument("--session-rate", type=positive_float, default=0.3, help="new sessions/s per tenant")
+    parser.add_argument("--duration-s", type=positive_float, default=60.0, help="sessions start within this")
+    parser.add_argument("--steps", type=positive_int, default=3, help="agent steps per session")
+    parser.add_argument("--prefix-tokens", type=positive_int, default=128,
+                        help="tokens of each tenant's shared system prompt")
+    parser.add_argument("--turn-tokens", type=positive_int, default=600,
+                        help="tokens each step adds to its session's prompt")
+    parser.add_argument("--max-tokens", type=positive_int, default=16, help="tokens each step generates")
+    parser.add_argument("--gap-s", type=non_negative_float, default=1.5, help="mean tool-call time between steps")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the sessions")
     args = parser.parse_args()
     print(json.dumps(asyncio.run(main_async(args))))
 

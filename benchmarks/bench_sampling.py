@@ -15,7 +15,6 @@ JSON line: per setting, median µs per draw of each and `baseline_over_contender
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,6 +25,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 from shards.model_loader import load_model  # noqa: E402
 from shards.protocol import SamplingParams  # noqa: E402
 from shards.sampling import nucleus, sample_next  # noqa: E402
@@ -66,10 +67,11 @@ def timed(draw, rows: torch.Tensor, params: SamplingParams, seed: int) -> tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="whose logits: smollm2 (default) or tiny")
-    parser.add_argument("--rows", type=int, default=200, help="next-token rows drawn from")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rows", type=positive_int, default=200, help="next-token rows drawn from")
+    parser.add_argument("--rounds", type=positive_int, default=5,
+                        help="alternating timed rounds of both ways; the figures are medians over them")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = next_token_logits(args.model, args.rows)

@@ -16,7 +16,6 @@ size, 4 for quadratic, far more for exponential. Prints one JSON line per shape 
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -26,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 from cache.cli_args import positive_int  # noqa: E402
 from gateway.errors import ApiError  # noqa: E402
 from gateway.local_schemas import local_schema  # noqa: E402
@@ -82,8 +82,9 @@ def median_s(work, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed runs of each way; the figures are their medians")
     args = parser.parse_args()
     growths: dict[str, list[float]] = {}
     for shape, (make, sizes) in SHAPES.items():

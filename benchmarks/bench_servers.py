@@ -10,7 +10,6 @@ gateway never reads or writes the user's own data directory (`gateway_state_env`
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
 import json
@@ -216,9 +215,15 @@ class InProcessGateway:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="The fake OpenAI upstream of the benchmarks.")
-    parser.add_argument("--serve-fake", type=int, required=True, help="the port")
-    parser.add_argument("--latency-ms", type=float, default=20.0)
+    sys.path.insert(0, str(ROOT))   # run as a script, by path: benchmarks/ alone is on sys.path
+    from benchmarks.script_args import benchmark_parser
+    from cache.cli_args import non_negative_float, positive_int
+
+    parser = benchmark_parser(__doc__, description="The fake OpenAI upstream of the benchmarks.")
+    parser.add_argument("--serve-fake", type=positive_int, required=True, metavar="PORT",
+                        help="serve the fake upstream on this TCP port of 127.0.0.1")
+    parser.add_argument("--latency-ms", type=non_negative_float, default=20.0,
+                        help="milliseconds each reply waits before it is sent")
     args = parser.parse_args()
     import uvicorn
     uvicorn.run(fake_upstream_app(args.latency_ms / 1e3), host="127.0.0.1", port=args.serve_fake,

@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_int, positive_float, positive_int  # noqa: E402
 from benchmarks.bench_servers import free_port, gateway_state_env, wait_ready  # noqa: E402
 
 KEYS = ("sk-soak-tenant-a", "sk-soak-tenant-b")
@@ -162,16 +164,20 @@ def soak(args: argparse.Namespace, tracing: bool, work: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="tiny", help="tiny (default) or smollm2")
-    parser.add_argument("--sessions", type=int, default=3000)
-    parser.add_argument("--every", type=int, default=500, help="sessions between memory readings")
-    parser.add_argument("--warmup", type=int, default=300, help="sessions before the first reading")
-    parser.add_argument("--steps", type=int, default=3, help="chat completions per session")
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--idle-timeout-s", type=float, default=3.0)
-    parser.add_argument("--tracing", choices=("both", "on", "off"), default="both")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sessions", type=positive_int, default=3000,
+                        help="agent sessions measured after the warm-up")
+    parser.add_argument("--every", type=positive_int, default=500, help="sessions between memory readings")
+    parser.add_argument("--warmup", type=non_negative_int, default=300, help="sessions before the first reading")
+    parser.add_argument("--steps", type=positive_int, default=3, help="chat completions per session")
+    parser.add_argument("--concurrency", type=positive_int, default=8, help="sessions in flight at once")
+    parser.add_argument("--idle-timeout-s", type=positive_float, default=3.0,
+                        help="seconds of quiet after which the gateway ends a session's trace "
+                             "([tracing] session_idle_timeout_s)")
+    parser.add_argument("--tracing", choices=("both", "on", "off"), default="both",
+                        help="which gateways to measure: with tracing on, off, or both (one after the other)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the sessions")
     args = parser.parse_args(argv)
     settings = {"both": (True, False), "on": (True,), "off": (False,)}[args.tracing]
     with tempfile.TemporaryDirectory(prefix="stepahead-soak-") as tmp:

@@ -17,7 +17,6 @@ the setting's TTFT ÷ its (above 1: what the newcomers pay). Settings alternate 
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -28,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_float, positive_int  # noqa: E402
 from agents_trace.replay.report import percentile  # noqa: E402
 from shards.protocol import FinishEvent, SamplingParams, TokenEvent, WorkItem  # noqa: E402
 
@@ -106,21 +107,24 @@ async def _run_once(setting: dict, repeat: int, args) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--stall-s", type=float, default=0.3, help="the max_decode_stall_s bound compared")
-    parser.add_argument("--chunk-tokens", type=int, default=128, help="prefill_chunk_tokens, both settings")
-    parser.add_argument("--streams", type=int, default=8, help="requests streaming when newcomers come")
-    parser.add_argument("--stream-prompt-tokens", type=int, default=64)
-    parser.add_argument("--stream-tokens", type=int, default=160, help="tokens each stream generates")
-    parser.add_argument("--newcomers", type=int, default=6)
-    parser.add_argument("--prompt-tokens", type=int, default=512, help="each newcomer's prompt")
-    parser.add_argument("--newcomer-tokens", type=int, default=4)
-    parser.add_argument("--gap-s", type=float, default=1.0, help="between newcomers")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=1, help="torch threads of the worker")
-    parser.add_argument("--vocab", type=int, default=1000, help="prompt token ids are drawn below this")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stall-s", type=non_negative_float, default=0.3,
+                        help="the max_decode_stall_s bound compared, in seconds")
+    parser.add_argument("--chunk-tokens", type=positive_int, default=128, help="prefill_chunk_tokens, both settings")
+    parser.add_argument("--streams", type=positive_int, default=8, help="requests streaming when newcomers come")
+    parser.add_argument("--stream-prompt-tokens", type=positive_int, default=64,
+                        help="tokens of each stream's prompt")
+    parser.add_argument("--stream-tokens", type=positive_int, default=160, help="tokens each stream generates")
+    parser.add_argument("--newcomers", type=positive_int, default=6, help="requests arriving while the streams run")
+    parser.add_argument("--prompt-tokens", type=positive_int, default=512, help="each newcomer's prompt")
+    parser.add_argument("--newcomer-tokens", type=positive_int, default=4, help="tokens each newcomer generates")
+    parser.add_argument("--gap-s", type=non_negative_float, default=1.0, help="between newcomers")
+    parser.add_argument("--repeats", type=positive_int, default=2,
+                        help="runs of each setting, alternating; the figures are their medians")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch threads of the worker")
+    parser.add_argument("--vocab", type=positive_int, default=1000, help="prompt token ids are drawn below this")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the prompts' token ids")
     args = parser.parse_args()
     settings = {"prefill_first": {},
                 "bound_rides": {"max_decode_stall_s": args.stall_s, "decodes_ride_chunks": True},

@@ -28,7 +28,6 @@ arguments must be a JSON object) and that are calls; and the ratios whole ÷ che
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -43,6 +42,8 @@ from jsonschema import Draft202012Validator
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 from benchmarks.bench_servers import free_port, gateway_state_env, spawn, stop_all, wait_ready  # noqa: E402
 
 API_KEY = "sk-bench-structured"
@@ -174,10 +175,10 @@ def measure(base_url: str, api_key: str, model: str, rounds: int, max_tokens: in
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="'smollm2' (default) or 'tiny'")
-    parser.add_argument("--rounds", type=int, default=3, help="times each task is sent each way")
-    parser.add_argument("--max-tokens", type=int, default=160)
+    parser.add_argument("--rounds", type=positive_int, default=3, help="times each task is sent each way")
+    parser.add_argument("--max-tokens", type=positive_int, default=160, help="tokens each reply generates at most")
     parser.add_argument("--tools", action="store_true", help="offer a tool with each request")
     parser.add_argument("--typed", action="store_true", help="tasks with bounds, lengths and typed formats")
     args = parser.parse_args()

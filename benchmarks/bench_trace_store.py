@@ -15,7 +15,6 @@ and `random_over_ordered`.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import secrets
 import statistics
@@ -27,6 +26,8 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import non_negative_int, positive_int  # noqa: E402
 from agents_trace.conversation import prefix_digests  # noqa: E402
 from agents_trace.records import After, SessionId, Step  # noqa: E402
 from agents_trace.sessions import SessionTable  # noqa: E402
@@ -93,11 +94,13 @@ class StoreUnderTest:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, default=200_000, help="sessions in each store before timing")
-    parser.add_argument("--measure", type=int, default=4000, help="sessions written per timed round")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=13, help="steps per transaction")
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--sessions", type=non_negative_int, default=200_000,
+                        help="sessions in each store before timing")
+    parser.add_argument("--measure", type=positive_int, default=4000, help="sessions written per timed round")
+    parser.add_argument("--rounds", type=positive_int, default=5,
+                        help="alternating timed rounds of each store; the figures are medians over them")
+    parser.add_argument("--batch", type=positive_int, default=13, help="steps per transaction")
     args = parser.parse_args()
     if args.sessions < 0 or min(args.measure, args.rounds, args.batch) < 1:
         parser.error("--measure, --rounds and --batch must be >= 1, --sessions >= 0")

@@ -10,7 +10,6 @@ code path (the real route, a real tiny-model worker). Prints one JSON line: medi
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 from cache.cli_args import positive_int  # noqa: E402
 from gateway.errors import ApiError  # noqa: E402
 from gateway.responses_truncation import TurnCuts, fewest_turns_cut, is_too_long  # noqa: E402
@@ -46,9 +46,11 @@ def conversation(num_turns: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--turns", type=positive_int, default=300)
-    parser.add_argument("--repeats", type=positive_int, default=3)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--turns", type=positive_int, default=300,
+                        help="turns of the conversation that is cut to fit")
+    parser.add_argument("--repeats", type=positive_int, default=3,
+                        help="timed runs of each way; the figures are their medians")
     args = parser.parse_args()
     import gateway.responses_routes as routes
     from starlette.testclient import TestClient

@@ -17,7 +17,6 @@ are spawn / forkserver (above 1: forking is faster).
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -31,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.cli_args import positive_int  # noqa: E402
 from benchmarks.bench_servers import bench_tenant_toml, free_port, server_env, spawn, wait_ready  # noqa: E402
 
 METHODS = ("forkserver", "spawn")
@@ -151,11 +152,11 @@ def summarize(gateways: dict[str, list[dict]], restarts: dict[str, list[float]])
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=4, help="gateway starts per method")
-    parser.add_argument("--restarts", type=int, default=5, help="worker kills per method")
+    parser.add_argument("--workers", type=positive_int, default=2, help="worker processes of each gateway")
+    parser.add_argument("--repeats", type=positive_int, default=4, help="gateway starts per method")
+    parser.add_argument("--restarts", type=positive_int, default=5, help="worker kills per method")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="bench-worker-start-"))
     began = time.monotonic()

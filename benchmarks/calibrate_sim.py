@@ -13,7 +13,6 @@ Prints one JSON line: the points, the fit, its largest relative error, and the f
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -22,6 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 import torch  # noqa: E402
 
 from benchmarks.bench_prefix_reuse import request_ttft_s  # noqa: E402
@@ -42,10 +42,12 @@ def fit_line(points: list[tuple[int, float]]) -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--model", default="smollm2", help="tiny, smollm2, or a model directory")
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="auto",
+                        help="the engine dtype: float32, bfloat16, float16 or auto (bfloat16 where the CPU computes it "
+                             "natively)")
+    parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N")
     parser.add_argument("--lengths", type=positive_ints, default=(256, 512, 1024, 2048),
                         help="prompt tokens, comma-separated, at least two different (default: 256,512,1024,2048)")
     parser.add_argument("--repeats", type=positive_int, default=5,

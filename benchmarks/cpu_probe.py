@@ -16,9 +16,15 @@ the same name are summed. On a system without /proc every snapshot is empty.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
+
+if __name__ == "__main__":
+    print("error: cpu_probe.py is a helper module, not a benchmark: "
+          "it is used by bench_e2e.py and bench_gateway_cpu.py; run one of those", file=sys.stderr)
+    sys.exit(2)
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -98,6 +104,3 @@ def delta(before: CpuSample, after: CpuSample) -> dict:
             "others_s": round(max(0.0, others), 2),
             "steal_s": round(after.machine_steal_s - before.machine_steal_s, 2)}
 
-
-if __name__ == "__main__":
-    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_e2e.py and bench_gateway_cpu.py; run one of those")

@@ -18,7 +18,6 @@ Prints one JSON line (block hit rate, simulated TTFT mean/p99 per row); seconds.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 from agents_trace.predict.cache_adapter import PredictorForecastSource  # noqa: E402
 from agents_trace.predict.predictor import Predictor  # noqa: E402
 from agents_trace.workload.generator import WorkloadConfig, generate_workload  # noqa: E402
@@ -74,13 +74,13 @@ def training_and_replayed(args, seed: int) -> tuple[list, list]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", type=positive_int, default=4)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--tenants", type=positive_int, default=4, help="tenants of the generated workload")
     parser.add_argument("--sessions", type=positive_int, default=40, help="sessions per tenant")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the workload")
     parser.add_argument("--session-rate", type=positive_float, default=0.5,
                         help="new sessions a second, all tenants (default %(default)s)")
-    parser.add_argument("--max-context", type=positive_int, default=3000, help="tokens (default %(default)s)")
+    parser.add_argument("--max-context", type=positive_int, default=3000, help="tokens a session's prompt may reach (default %(default)s)")
     parser.add_argument("--hot-blocks", type=positive_int, default=500, help="total, 16 tokens each")
     args = parser.parse_args()
     train, records = training_and_replayed(args, args.seed)

@@ -19,6 +19,11 @@ import statistics
 import sys
 from collections.abc import Callable
 
+if __name__ == "__main__":
+    print("error: e2e_runs.py is a helper module, not a benchmark: "
+          "it is used by bench_e2e.py, bench_dtype.py and e2e_capacity.py; run one of those", file=sys.stderr)
+    sys.exit(2)
+
 
 def policy_orders(policies: list[str], repeats: int) -> list[list[str]]:
     """The order of the policies in each repeat: as given, then reversed, alternately."""
@@ -107,6 +112,3 @@ def ratios(totals: dict) -> dict:
         out["none_over_lru_ttft_mean"] = _ratio(totals, "none", "lru", "ttft_mean_s")
     return out
 
-
-if __name__ == "__main__":
-    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_e2e.py, bench_dtype.py and e2e_capacity.py; run one of those")

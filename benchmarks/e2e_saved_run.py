@@ -5,7 +5,13 @@ alone; anything else is named for what it is, never a traceback.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
+
+if __name__ == "__main__":
+    print("error: e2e_saved_run.py is a helper module, not a benchmark: "
+          "it is used by bench_e2e.py (--plot-from FILE); run one of those", file=sys.stderr)
+    sys.exit(2)
 
 
 def read_saved_run(path: Path) -> dict | str:
@@ -28,6 +34,3 @@ def read_saved_run(path: Path) -> dict | str:
         return f"{path} is not bench_e2e.py's output (no 'policies' object)"
     return saved
 
-
-if __name__ == "__main__":
-    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_e2e.py (--plot-from FILE); run one of those")

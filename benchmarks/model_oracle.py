@@ -21,14 +21,20 @@ odds of END after a text answer. Diagnostics only (benchmarks/bench_policies.py)
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 
-from agents_trace.workload.generator import WorkloadConfig, tool_median_s
-from agents_trace.workload.tool_patterns import END, TEXT_ANSWERS, USER, ToolPatterns
-from cache.forecast import Forecast
-from cache.forecast_source import RequestSeen
-from cache.gap_forecaster import GapForecasterConfig
-from cache.gap_stats import LogNormalGap
+if __name__ == "__main__":   # before the imports below, which need the repository on sys.path
+    print("error: model_oracle.py is a helper module, not a benchmark: "
+          "it is used by bench_policies.py (through policy_sources.py); run one of those", file=sys.stderr)
+    sys.exit(2)
+
+from agents_trace.workload.generator import WorkloadConfig, tool_median_s  # noqa: E402
+from agents_trace.workload.tool_patterns import END, TEXT_ANSWERS, USER, ToolPatterns  # noqa: E402
+from cache.forecast import Forecast  # noqa: E402
+from cache.forecast_source import RequestSeen  # noqa: E402
+from cache.gap_forecaster import GapForecasterConfig  # noqa: E402
+from cache.gap_stats import LogNormalGap  # noqa: E402
 
 RESPONSE_S_PER_TOKEN = 0.02  # the generator's response time per output token
 QUANTILES = GapForecasterConfig().quantiles
@@ -145,6 +151,3 @@ def p_return_after_answer(domain: ToolPatterns, answers: int) -> float:
     total = sum(counts.values())
     return 1.0 - (counts.get(END, 0.0) / total if total else 1.0)
 
-
-if __name__ == "__main__":
-    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_policies.py (through policy_sources.py); run one of those")

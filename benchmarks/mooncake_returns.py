@@ -16,14 +16,16 @@ a trace, holds fewer than two requests, or has a request without `hash_ids` is o
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from cache.trace_format import TraceRecord, read_trace_or_why
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.script_args import benchmark_parser  # noqa: E402
+from cache.trace_format import TraceRecord, read_trace_or_why  # noqa: E402
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "mooncake_conversation_first_half.jsonl"
 
@@ -123,7 +125,7 @@ def analyse(path: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("--trace", type=Path, default=DEFAULT_TRACE,
                         help="Mooncake (or stepahead-trace/1 with hash_ids) JSONL trace (default: %(default)s)")
     args = parser.parse_args(argv)

@@ -21,7 +21,6 @@ Prints one JSON line; seconds.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 from agents_trace.predict.cache_adapter import PredictorForecastSource  # noqa: E402
 from cache.cli_args import ints, positive_float, positive_int  # noqa: E402
 from benchmarks.e2e_forecast_stream import pretrained, training_and_replayed  # noqa: E402
@@ -94,13 +94,13 @@ def run_seed(args, seed: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tenants", type=positive_int, default=4)
+    parser = benchmark_parser(__doc__)
+    parser.add_argument("--tenants", type=positive_int, default=4, help="tenants of the generated workload")
     parser.add_argument("--sessions", type=positive_int, default=10, help="sessions per tenant")
     parser.add_argument("--seeds", type=ints, default=(0, 1, 2), help="comma-separated (default: 0,1,2)")
     parser.add_argument("--session-rate", type=positive_float, default=0.25,
                         help="new sessions a second, all tenants (default %(default)s)")
-    parser.add_argument("--max-context", type=positive_int, default=3000, help="tokens (default %(default)s)")
+    parser.add_argument("--max-context", type=positive_int, default=3000, help="tokens a session's prompt may reach (default %(default)s)")
     parser.add_argument("--hot-blocks", type=positive_int, default=400, help="16 tokens each")
     args = parser.parse_args()
     started = time.perf_counter()

@@ -5,10 +5,16 @@ information limit; a diagnostic)."""
 from __future__ import annotations
 
 import random
+import sys
 
-from cache.forecast_source import FallbackSource, ForecastSource
-from cache.gap_forecaster import GapForecaster
-from cache.sim.requests import SimRequest
+if __name__ == "__main__":   # before the imports below, which need the repository on sys.path
+    print("error: policy_sources.py is a helper module, not a benchmark: "
+          "it is used by bench_policies.py; run one of those", file=sys.stderr)
+    sys.exit(2)
+
+from cache.forecast_source import FallbackSource, ForecastSource  # noqa: E402
+from cache.gap_forecaster import GapForecaster  # noqa: E402
+from cache.sim.requests import SimRequest  # noqa: E402
 
 SESSION_IDLE_TIMEOUT_S = 900.0  # the gateway's default ([tracing] session_idle_timeout_s)
 
@@ -64,6 +70,3 @@ def generator_model_source(seed: int, requests: list[SimRequest]) -> ForecastSou
     config = WorkloadConfig(num_tenants=4, num_sessions=40, seed=seed)
     return GeneratorModelSource(config, load_patterns(), [request.num_output_tokens for request in requests])
 
-
-if __name__ == "__main__":
-    raise SystemExit(f"{__file__} is a helper module, not a benchmark: it is used by bench_policies.py; run one of those")

@@ -10,9 +10,13 @@ tokenizer files, not the weights:
 """
 from __future__ import annotations
 
-import argparse
 import shutil
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.script_args import benchmark_parser  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
                    "special_tokens_map.json", "generation_config.json")
@@ -35,10 +39,10 @@ def write_random_model(source: Path, out: Path, seed: int = 0) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = benchmark_parser(__doc__)
     parser.add_argument("source", type=Path, help="model directory with config.json and tokenizer files")
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("out", type=Path, help="directory to write the random-weights model into (created)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the weights")
     args = parser.parse_args()
     if not (args.source / "config.json").is_file():
         parser.error(f"{args.source} has no config.json")

@@ -87,21 +87,29 @@ def build_parser() -> argparse.ArgumentParser:
                         help="host tier blocks, where HOT demotes to and prefetches from (default 0: none; "
                              f"at most {MAX_BLOCKS:,})")
     parser.add_argument("--policy", type=_policies, default=("lru",),
-                        help=f"one of {', '.join(POLICY_NAMES)}, several comma-separated, or all")
+                        help=f"the cache policy: one of {', '.join(POLICY_NAMES)}, several comma-separated, or all "
+                             "(default: lru)")
     parser.add_argument("--block-size", type=_block_size, default=None,
                         help="tokens per block of a trace without a header (default: 512, Mooncake's); a trace "
                              "whose header names another block size is refused")
     parser.add_argument("--measure-from-frac", type=_fraction, default=0.0,
-                        help="requests before this fraction, in [0, 1), only warm up (not counted)")
+                        help="requests before this fraction of the trace, in [0, 1), only warm the cache up and are "
+                             "not counted (default 0: every request counts)")
     parser.add_argument("--tick-interval-s", type=non_negative_float, default=None,   # None: not passed
                         help="trace seconds between the policy's ticks (re-plans, prefetches; 0: none; lru and "
                              f"belady never tick; default {DEFAULT_TICK_INTERVAL_S:g})")
     parser.add_argument("--calibration", choices=list(CALIBRATIONS), default=DEFAULT_CALIBRATION,
                         help="the engine dtype whose measured costs set the three constants below "
                              "(cost_model.py; default: %(default)s)")
-    parser.add_argument("--prefill-s-per-token", type=non_negative_float, default=None, help="default: the calibration's")
-    parser.add_argument("--request-overhead-s", type=non_negative_float, default=None, help="default: the calibration's")
-    parser.add_argument("--kv-bytes-per-token", type=non_negative_int, default=None, help="default: the calibration's")
+    parser.add_argument("--prefill-s-per-token", type=non_negative_float, default=None,
+                        help="seconds of prefill per prompt token not served from the cache (default: the "
+                             "--calibration's)")
+    parser.add_argument("--request-overhead-s", type=non_negative_float, default=None,
+                        help="seconds every request costs besides its prefill, added to its TTFT (default: the "
+                             "--calibration's)")
+    parser.add_argument("--kv-bytes-per-token", type=non_negative_int, default=None,
+                        help="bytes of KV cache per token, which set what copying a block from the host tier "
+                             "costs (default: the --calibration's)")
     parser.add_argument("--copy-bytes-per-s", type=positive_float, default=COPY_BYTES_PER_S,
                         help="host to HOT copy bandwidth, bytes/s (default %(default)g)")
     parser.add_argument("--host-to-hot-s-per-block", type=non_negative_float, default=None,
