@@ -27,6 +27,7 @@ from typing import TextIO
 
 READER_LEFT_EXIT = 128 + 13   # 128 + SIGPIPE
 STDOUT_FAILED_EXIT = 74       # EX_IOERR
+INTERRUPTED_EXIT = 128 + 2    # 128 + SIGINT, what a shell reports for a command stopped by Ctrl+C
 
 
 class StdoutFailed(OSError):
@@ -100,6 +101,18 @@ def quiet_when_reader_leaves(command: Callable[[], int], program: str = "stepahe
         return STDOUT_FAILED_EXIT
     finally:
         _restore_stdout(guarded)
+
+
+def run_command(command: Callable[[], int], program: str = "stepahead") -> int:
+    """`quiet_when_reader_leaves(command, program)`, and a Ctrl+C the command does not stop
+    on by itself (KeyboardInterrupt) ends it with one line, "`program`: stopped", and
+    INTERRUPTED_EXIT: how every command line of ours ends (gateway/cli.py, cache/sim,
+    agents_trace/predict's eval and timing)."""
+    try:
+        return quiet_when_reader_leaves(command, program=program)
+    except KeyboardInterrupt:
+        print(f"{program}: stopped", file=sys.stderr)
+        return INTERRUPTED_EXIT
 
 
 def _restore_stdout(guarded: _GuardedStdout) -> None:

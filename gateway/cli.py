@@ -26,7 +26,7 @@ import signal
 import sys
 from collections.abc import Callable
 
-from cache.stdout_reader import quiet_when_reader_leaves
+from cache.stdout_reader import run_command
 
 
 def commands() -> tuple[Callable[[argparse._SubParsersAction], None], ...]:
@@ -53,13 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def command_parser(parser: argparse.ArgumentParser, tokens: list[str]) -> argparse.ArgumentParser:
-    """The parser of the innermost (sub)command `tokens` name (`serve`, `traces list`)."""
+def command_parser(parser: argparse.ArgumentParser, tokens: list[str],
+                   unknown: list[str] = ()) -> argparse.ArgumentParser:
+    """The parser of the innermost (sub)command `tokens` name (`serve`, `traces list`)
+    before the first of the `unknown` arguments: the one whose part of the command line
+    holds it (`stepahead --bogus serve`: the top level's, not serve's; QA221 F8)."""
+    unknown = set(unknown)
     for token in tokens:
         commands = next((action.choices for action in parser._actions
                          if isinstance(action, argparse._SubParsersAction)), {})
         if token in commands:
             parser = commands[token]
+        elif token in unknown:
+            break
     return parser
 
 
@@ -75,22 +81,25 @@ def hangups_ignored_until_serve(argv: list[str] | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command's exit status: a Ctrl+C (one the command does not stop on by itself, which
+    says more and returns) or a reader of stdout that leaves (`stepahead ... | head`) end it
+    with no traceback (`run_command`)."""
     hangups_ignored_until_serve(argv)   # first: the imports below take a second or more
-    try:
-        parser = build_parser()
-        args, unknown = parser.parse_known_args(argv)
-        if unknown:   # in the words of parse_args, under the (sub)command's usage, not the top level's
-            command_parser(parser, sys.argv[1:] if argv is None else argv).error(
-                f"unrecognized arguments: {' '.join(unknown)}")
-        handler = getattr(args, "handler", None)
-        if handler is None:
-            parser.print_help(sys.stderr)
-            return 2
-        args.exits_after = argv is None   # the process's own command line: the command is its last step
-        return quiet_when_reader_leaves(lambda: handler(args))   # `stepahead ... | head`: no traceback
-    except KeyboardInterrupt:   # a command that stops on Ctrl+C by itself says more and returns
-        print("stepahead: stopped", file=sys.stderr)
-        return 130
+    return run_command(lambda: _run(argv))
+
+
+def _run(argv: list[str] | None) -> int:
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:   # in the words of parse_args, under the (sub)command's usage, not the top level's
+        command_parser(parser, sys.argv[1:] if argv is None else argv, unknown).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    args.exits_after = argv is None   # the process's own command line: the command is its last step
+    return handler(args)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,18 @@ it. Default (online): a training line is fed to the tenant's recency memory, a t
 is predicted step by step and then learned like any finished session (the baselines
 learn it too, after scoring), and a tenant is refitted whenever the predictor's own
 refit rule says it is due (`--no-refit`: never). `--frozen`: nothing is learned after
-the fit, the recency memory stays empty, and nothing is refitted.
+the fit, the recency memory stays empty, and nothing is refitted (so `--no-refit` with it
+is a usage error, exit status 2: it would change nothing).
 
 Prints one JSON line with --json: predictor / bigram / unigram {top1, top3, logloss, n},
 fit_s_per_tenant (mean wall time of the tenant fits) and forecast_us_p50 / _p99 (wall
 time of `forecast` calls).
+
+Progress bars (the fit, then the scoring) go to stderr only when it is a terminal. Run as
+a command (`cache.stdout_reader.run_command`, as agents_trace.predict.timing), Ctrl+C stops it
+with one line, "PROGRAM: stopped", and exit status 130, and a reader of stdout that leaves
+(`| head`) ends it quietly with 141 (cache/stdout_reader.py), as `stepahead` and
+`python -m cache.sim` end (QA221 F1, F2).
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ import numpy as np
 from tqdm import tqdm
 
 from cache.forecast import END_SYMBOL
+from cache.stdout_reader import run_command
 
 from .baselines import AddAlphaNgram
 from .config import PredictorConfig
@@ -45,6 +53,7 @@ from .predictor import Predictor
 from .vocabulary import Vocabulary
 
 BASELINE_ALPHA = 0.1
+PROGRAM = "python -m agents_trace.predict.eval"
 
 
 @dataclass(slots=True)
@@ -117,7 +126,8 @@ def _project(next_step: dict[str, float], vocab: Vocabulary) -> np.ndarray:
 
 
 def evaluate(lines: Sequence[Line], online: bool = True, refits: bool = True,
-             config: PredictorConfig | None = None, progress: bool = True) -> dict:
+             config: PredictorConfig | None = None, progress: bool = False) -> dict:
+    """The scores of `lines` (see the module's docstring); `progress`: bars on stderr."""
     config = config or PredictorConfig(background_refits=False)
     train: dict[str, list[list[str]]] = {}
     for line in lines:
@@ -137,41 +147,45 @@ def evaluate(lines: Sequence[Line], online: bool = True, refits: bool = True,
 
     predictor = Predictor(config)
     fit_times = []
-    for tenant in tqdm(list(train), desc="fitting tenants", file=sys.stderr, delay=2.0,
-                       disable=not progress):
-        started = time.perf_counter()
-        model = predictor.fit_sequences(tenant, train[tenant], remember=False)
-        if model is not None:
-            fit_times.append(time.perf_counter() - started)
+    with tqdm(list(train), desc="fitting tenants", file=sys.stderr, delay=2.0, leave=False,
+              disable=not progress) as fitting:
+        for tenant in fitting:
+            started = time.perf_counter()
+            model = predictor.fit_sequences(tenant, train[tenant], remember=False)
+            if model is not None:
+                fit_times.append(time.perf_counter() - started)
     predictor.refit_global()
 
     scores = {"predictor": Score(), "bigram": Score(), "unigram": Score()}
     forecast_ns: list[int] = []
-    for line in lines:
-        if line.index % 2 == 0:
+    with tqdm(total=sum(line.index % 2 for line in lines), desc="scoring", unit="seq", file=sys.stderr,
+              delay=2.0, leave=False, disable=not progress) as scoring:
+        for line in lines:
+            if line.index % 2 == 0:
+                if online:
+                    predictor.remember(line.tenant, line.steps)
+                continue
+            vocab = vocabs[line.tenant]
+            uni, bi = baselines[line.tenant]
+            ids = vocab.encode(line.steps)
+            for t, symbol in enumerate(line.steps):
+                now_s = float(t)
+                started = time.perf_counter_ns()
+                forecast = predictor.forecast(line.tenant, line.session, now_s)
+                forecast_ns.append(time.perf_counter_ns() - started)
+                scores["predictor"].add(_project(forecast.next_step, vocab), ids[t])
+                scores["bigram"].add(bi.next_distribution(ids[:t]), ids[t])
+                scores["unigram"].add(uni.next_distribution(ids[:t]), ids[t])
+                if symbol == END_SYMBOL:
+                    predictor.end_session(line.tenant, line.session, learn=online)
+                else:
+                    predictor.observe(line.tenant, line.session, symbol, now_s)
             if online:
-                predictor.remember(line.tenant, line.steps)
-            continue
-        vocab = vocabs[line.tenant]
-        uni, bi = baselines[line.tenant]
-        ids = vocab.encode(line.steps)
-        for t, symbol in enumerate(line.steps):
-            now_s = float(t)
-            started = time.perf_counter_ns()
-            forecast = predictor.forecast(line.tenant, line.session, now_s)
-            forecast_ns.append(time.perf_counter_ns() - started)
-            scores["predictor"].add(_project(forecast.next_step, vocab), ids[t])
-            scores["bigram"].add(bi.next_distribution(ids[:t]), ids[t])
-            scores["unigram"].add(uni.next_distribution(ids[:t]), ids[t])
-            if symbol == END_SYMBOL:
-                predictor.end_session(line.tenant, line.session, learn=online)
-            else:
-                predictor.observe(line.tenant, line.session, symbol, now_s)
-        if online:
-            uni.learn(ids)
-            bi.learn(ids)
-            if refits and predictor.refit_due(line.tenant):
-                predictor.refit(line.tenant)  # synchronous: the run stays deterministic
+                uni.learn(ids)
+                bi.learn(ids)
+                if refits and predictor.refit_due(line.tenant):
+                    predictor.refit(line.tenant)  # synchronous: the run stays deterministic
+            scoring.update(1)
     predictor.close()
 
     latency_us = np.asarray(forecast_ns, dtype=np.float64) / 1000.0
@@ -220,19 +234,19 @@ def lines_or_exit_status(path: str) -> tuple[list | None, int]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents_trace.predict.eval",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="tool-sequence JSONL file")
     parser.add_argument("--json", action="store_true", help="print one JSON line")
-    parser.add_argument("--frozen", action="store_true",
-                        help="learn nothing after the fit (no online replay)")
-    parser.add_argument("--no-refit", action="store_true",
-                        help="online: never refit during the replay (recency memory only)")
+    replay_mode = parser.add_mutually_exclusive_group()   # frozen never refits: --no-refit would change nothing
+    replay_mode.add_argument("--frozen", action="store_true",
+                             help="learn nothing after the fit (no online replay, no refits)")
+    replay_mode.add_argument("--no-refit", action="store_true",
+                             help="online: never refit during the replay (recency memory only); not with --frozen")
     args = parser.parse_args(argv)
     lines, status = lines_or_exit_status(args.data)
     if lines is None:
         return status
-    result = evaluate(lines, online=not args.frozen, refits=not args.no_refit)
+    result = evaluate(lines, online=not args.frozen, refits=not args.no_refit, progress=sys.stderr.isatty())
     if not result["predictor"]["n"]:   # a score of nothing reads as a perfect one
         print(f"error: {args.data} leaves nothing to score: its {len(lines)} tool sequence(s) all train "
               "(each tenant's odd-indexed lines test)", file=sys.stderr)
@@ -242,4 +256,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, PROGRAM))

@@ -13,6 +13,8 @@ statuses: a file that cannot be read or a line that is not JSON is exit status 2
 with no tool sequences (no line has a `steps` list: a request trace, say) exit status 1,
 each with one `error:` line on stderr; lines without `steps` are left out, counted in one
 `warning:` line. `--sessions` and `--repeats` are at least 1 (a usage error, exit 2).
+Ctrl+C stops it with one line and exit status 130, and a reader of stdout that leaves ends
+it quietly with 141, as every command of ours (`cache.stdout_reader.run_command`).
 """
 from __future__ import annotations
 
@@ -28,11 +30,15 @@ from typing import Sequence
 import numpy as np
 
 from cache.cli_args import positive_int
+from cache.stdout_reader import run_command
 
 from .config import PredictorConfig
 from .eval import lines_or_exit_status
 from .fit import fit_step_model
 from .predictor import Predictor
+
+
+PROGRAM = "python -m agents_trace.predict.timing"
 
 
 def measure(sequences: Sequence[Sequence[str]], num_sessions: int, repeats: int) -> dict:
@@ -66,8 +72,7 @@ def measure(sequences: Sequence[Sequence[str]], num_sessions: int, repeats: int)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m agents_trace.predict.timing",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", required=True, help="tool-sequence JSONL file")
     parser.add_argument("--sessions", type=positive_int, default=1000,
                         help="sessions to fit from, cycling through the file's (default %(default)s)")
@@ -86,4 +91,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_command(main, PROGRAM))

@@ -4,5 +4,3 @@
 (see cli.py); `replay` (replay.py) is the library entry point. This module imports
 nothing, so `python -m cache.sim` can handle a Ctrl+C from its first line (__main__.py).
 """
-
-INTERRUPTED_EXIT = 128 + 2   # 128 + SIGINT, what a shell reports for a command stopped by Ctrl+C

@@ -1,20 +1,16 @@
 """`python -m cache.sim` (cli.py). The command's modules are imported inside the Ctrl+C
-handling, as gateway/cli.py imports its subcommands: a Ctrl+C while they load (about half
-a second) stops it with one line and exit status 130, as one later on does, not a traceback."""
+handling (`run_command`), as gateway/cli.py imports its subcommands: a Ctrl+C while they
+load (about half a second) stops it with one line and exit status 130, as one later on
+does, not a traceback; `... | head`: exit 141, no traceback."""
 import sys
 
-from cache.sim import INTERRUPTED_EXIT
-from cache.stdout_reader import quiet_when_reader_leaves
+from cache.stdout_reader import run_command
 
 
 def _main() -> int:
-    try:
-        from cache.sim.cli import main
+    from cache.sim.cli import main
 
-        return main()
-    except KeyboardInterrupt:   # Ctrl+C before the runs (loading, reading the trace); cli.main reports later ones
-        print("python -m cache.sim: stopped", file=sys.stderr)
-        return INTERRUPTED_EXIT
+    return main()
 
 
-sys.exit(quiet_when_reader_leaves(_main, program="python -m cache.sim"))   # `... | head`: exit 141, no traceback
+sys.exit(run_command(_main, program="python -m cache.sim"))

@@ -58,7 +58,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from cache.cli_args import finite_float, integer, non_negative_float, non_negative_int, positive_float
-from cache.sim import INTERRUPTED_EXIT
+from cache.stdout_reader import INTERRUPTED_EXIT
 from cache.sim.cost_model import CALIBRATIONS, COPY_BYTES_PER_S, DECODE_S_PER_TOKEN, DEFAULT_CALIBRATION, CostModel
 from cache.sim.replay import POLICY_NAMES, UNFORECAST_POLICIES, SimConfig, replay, split_index
 from cache.sim.requests import SimRequest, to_sim_requests
