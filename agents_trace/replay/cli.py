@@ -15,6 +15,9 @@ one-line warning naming the trace's tenants, not an error: one set of keys can t
 serve several traces, and a misspelt tenant still shows before the replay starts.
 `--tenant-keys-file` keeps keys out of `ps` (a `--tenant-key` wins over it); its errors name
 a line, never a key, and a file others can read is a warning, not an error (tenant_keys.py).
+`--api-key` may be left out when those keys cover every tenant the replay sends for (else
+one `error:` line, exit status 2); the /v1/models lookup asks with `--api-key`, then with
+the tenants' keys, so a refused or absent `--api-key` does not stop it (QA221 F5).
 """
 from __future__ import annotations
 
@@ -43,7 +46,10 @@ MAX_REPLAY_S = 86_400.0   # a day: a replay due to run longer is refused (docs/r
 def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("trace", help=f"stepahead-trace/1 or Mooncake JSONL file ({STDIN_PATH}: stdin)")
     parser.add_argument("--base-url", required=True, help="gateway URL, e.g. http://127.0.0.1:8000")
-    parser.add_argument("--api-key", required=True, help="key for tenants without a key of their own")
+    parser.add_argument("--api-key", default=None,
+                        help="key for tenants without a key of their own (needed unless --tenant-key / "
+                             "--tenant-keys-file give every tenant of the trace one); the model lookup asks "
+                             "/v1/models with it first, then with the tenants' keys")
     parser.add_argument("--tenant-key", action="append", default=[], metavar="TENANT=KEY",
                         help="API key for one of the trace's tenants (repeatable; wins over --tenant-keys-file)")
     parser.add_argument("--tenant-keys-file", default=None, metavar="FILE",
@@ -52,8 +58,11 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="model id (default: the gateway's first)")
     parser.add_argument("--speed", type=float, default=1.0, help="time scale: 2 replays twice as fast (default: 1)")
     parser.add_argument("--concurrency", type=int, default=16, help="max requests in flight (default: 16)")
-    parser.add_argument("--max-input-tokens", type=int, default=None, help="cut longer prompts, keeping the head (a chat line's by characters, to about N: docs/replay.md)")
-    parser.add_argument("--max-output-tokens", type=int, default=None, help="cap generated tokens")
+    parser.add_argument("--max-input-tokens", type=int, default=None,
+                        help="cut longer prompts, keeping the head (a chat line's by characters, to about N: "
+                             "docs/replay.md; default: no cut, the trace's own lengths)")
+    parser.add_argument("--max-output-tokens", type=int, default=None,
+                        help="cap generated tokens (default: no cap, the trace's own output_tokens)")
     parser.add_argument("--vocab-size", type=int, default=256,
                         help=f"token ids are drawn below this (at least {MIN_VOCAB_SIZE}; default: 256)")
     parser.add_argument("--limit", type=int, default=None, help="replay only the first N requests")
@@ -181,6 +190,11 @@ def _start(args: argparse.Namespace,
         print(f"error: {'stdin' if args.trace == STDIN_PATH else args.trace} holds no requests to replay",
               file=sys.stderr)
         return 2
+    keyless = sorted({record.tenant for record in records} - tenant_keys.keys()) if args.api_key is None else []
+    if keyless:
+        print(f"error: --api-key is needed: {len(keyless)} of the trace's tenants have no --tenant-key or "
+              f"--tenant-keys-file key (the first: {keyless[0]!r})", file=sys.stderr)
+        return 2
     problem = too_long_problem(records, args.speed)
     if problem is not None:
         print(f"error: {args.trace}: {problem}", file=sys.stderr)
@@ -210,7 +224,9 @@ def _run(args: argparse.Namespace, header: TraceHeader, records: list[TraceRecor
               f"(its /v1/models lists: {shown or 'none'})", file=sys.stderr)
         return 2
     except (aiohttp.ClientError, asyncio.TimeoutError, NoModelListed) as exc:
-        hint = "is the gateway up, and the key right?" + ("" if options.model else " or pass --model")
+        tried = len(options.lookup_keys(record.tenant for record in records))
+        keys = "the key" if tried <= 1 else f"one of the {tried} keys it was asked with"
+        hint = f"is the gateway up, and {keys} right?" + ("" if options.model else " or pass --model")
         print(f"error: cannot list the models of {options.base_url} ({hint}): {type(exc).__name__}: {exc}",
               file=sys.stderr)
         return 2

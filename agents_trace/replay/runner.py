@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -30,6 +31,7 @@ from agents_trace.replay.prompts import PromptBuilder
 from cache.trace_format import TraceHeader, TraceRecord, after_tool_names
 
 CLIENT_KEEPALIVE_S = 4.0
+REFUSED_STATUSES = (401, 403)   # /v1/models refusing a key: the model lookup asks with the next one
 
 
 def step_wait_s(record: TraceRecord, previous: TraceRecord, speed: float) -> float:
@@ -42,8 +44,12 @@ def step_wait_s(record: TraceRecord, previous: TraceRecord, speed: float) -> flo
 
 @dataclass(frozen=True, slots=True)
 class ReplayOptions:
+    """How to replay. `api_key` (None: not given) is the key of a tenant without one in
+    `tenant_keys`; a replay without it needs a key in `tenant_keys` for every tenant of its
+    trace (cli.py checks it). The model lookup asks with `lookup_keys`."""
+
     base_url: str
-    api_key: str
+    api_key: str | None
     tenant_keys: dict[str, str] = field(default_factory=dict)
     model: str | None = None
     speed: float = 1.0
@@ -58,6 +64,14 @@ class ReplayOptions:
 
     def key_for(self, tenant: str) -> str:
         return self.tenant_keys.get(tenant, self.api_key)
+
+    def lookup_keys(self, tenants: Iterable[str] = ()) -> tuple[str, ...]:
+        """The keys /v1/models is asked with, in this order, each once: `api_key` when given,
+        then the keys `tenant_keys` has for `tenants` (the trace's, as they first appear), so
+        a `--tenant-keys-file` covering the trace is enough (QA221 F5)."""
+        keys = [] if self.api_key is None else [self.api_key]
+        keys += [self.tenant_keys[tenant] for tenant in tenants if tenant in self.tenant_keys]
+        return tuple(dict.fromkeys(keys))
 
 
 def group_sessions(records: list[TraceRecord]) -> list[list[tuple[int, TraceRecord]]]:
@@ -105,17 +119,30 @@ class ModelNotServed(RuntimeError):
     ids it lists)."""
 
 
-async def check_model(session: aiohttp.ClientSession, base_url: str, api_key: str, model: str) -> None:
-    """One GET of /v1/models: GatewayUnreachable when it cannot connect, so a replay given
+def _key_list(api_keys: str | Sequence[str]) -> tuple[str, ...]:
+    return (api_keys,) if isinstance(api_keys, str) else tuple(api_keys)
+
+
+async def check_model(session: aiohttp.ClientSession, base_url: str, api_keys: str | Sequence[str],
+                      model: str) -> None:
+    """A GET of /v1/models with the first of `api_keys` it does not refuse (401/403: the
+    next key is asked; the last one's answer counts): GatewayUnreachable when it cannot connect, so a replay given
     `--model` and a wrong port stops at once rather than pacing the whole trace through
     connection errors; ModelNotServed when it lists models and `model` is not one of them
     (every request would get a 404). Any other answer passes: a wrong key shows as each
     request's error, as without this check. A URL aiohttp finds invalid is
     GatewayUnreachable too (cli.py refuses a malformed one first). NOTE: aiohttp's
     InvalidURL is a ValueError, which must not pass as a body that is not JSON."""
+    keys = _key_list(api_keys)
     try:
-        async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {api_key}"}) as response:
-            listed = await response.json(content_type=None) if response.status == 200 else None
+        for number, key in enumerate(keys, 1):
+            async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {key}"}) as response:
+                if response.status in REFUSED_STATUSES and number < len(keys):
+                    continue
+                listed = await response.json(content_type=None) if response.status == 200 else None
+            break
+        else:   # no key at all: nothing to check with
+            return
     except (aiohttp.ClientConnectionError, aiohttp.InvalidURL, asyncio.TimeoutError) as exc:
         raise GatewayUnreachable(f"{type(exc).__name__}: {exc}") from None
     except ValueError:   # not JSON: not an OpenAI model list, nothing to check against
@@ -128,15 +155,22 @@ async def check_model(session: aiohttp.ClientSession, base_url: str, api_key: st
         raise ModelNotServed(model, ids)
 
 
-async def resolve_model(session: aiohttp.ClientSession, base_url: str, api_key: str) -> str:
-    """The first model the gateway lists to `api_key` (aiohttp.ClientError when it
-    cannot be asked, NoModelListed when it lists none)."""
-    async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {api_key}"}) as response:
-        response.raise_for_status()
-        models = (await response.json()).get("data") or []
-    if not models:
-        raise NoModelListed("the gateway lists no models")
-    return str(models[0]["id"])
+async def resolve_model(session: aiohttp.ClientSession, base_url: str, api_keys: str | Sequence[str]) -> str:
+    """The first model the gateway lists to the first of `api_keys` it does not refuse
+    (401/403: the next key is asked). aiohttp.ClientError when it cannot be asked (the last
+    key's refusal when it refuses every one), NoModelListed when it lists none or there is
+    no key to ask with."""
+    keys = _key_list(api_keys)
+    for number, key in enumerate(keys, 1):
+        async with session.get(f"{base_url}/v1/models", headers={"Authorization": f"Bearer {key}"}) as response:
+            if response.status in REFUSED_STATUSES and number < len(keys):
+                continue
+            response.raise_for_status()
+            models = (await response.json()).get("data") or []
+        if not models:
+            raise NoModelListed("the gateway lists no models")
+        return str(models[0]["id"])
+    raise NoModelListed("no API key to ask the gateway's /v1/models with")
 
 
 def step_hint(record: TraceRecord) -> dict | None:
@@ -223,11 +257,12 @@ async def replay(records: list[TraceRecord], header: TraceHeader, options: Repla
     stopped = None
     try:
         async with aiohttp.ClientSession(timeout=timeout, connector=connector) as client:
+            keys = options.lookup_keys(record.tenant for record in records)
             if options.model:
-                await check_model(client, base_url, options.api_key, options.model)
-            model = options.model or await resolve_model(client, base_url, options.api_key)
+                await check_model(client, base_url, keys, options.model)
+            model = options.model or await resolve_model(client, base_url, keys)
             origin = time.perf_counter()
-            watch = GatewayWatch(client, base_url, options.api_key)
+            watch = GatewayWatch(client, base_url, keys[0] if keys else "")   # any answer counts, a refusal too
             await _run_groups(client, groups, model, prompts, options, base_url, origin, results, progress, watch)
     except asyncio.CancelledError:
         interrupted = True

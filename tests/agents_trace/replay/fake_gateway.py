@@ -1,6 +1,8 @@
 """A stand-in OpenAI-compatible gateway for replay CLI tests that need no model: it lists
 one model, answers every POST with a one-chunk stream, and records the bodies it got.
 `hold_s` keeps each answer back that long (a request still in flight), or until `stop()`.
+`keys` (None: any key) are the keys its /v1/models answers; any other gets a 401, and
+`model_lookups` records the key of every /v1/models request, in order.
 
 Invariant: nothing of it outlives `stop()` to print on a later test's stderr: a held answer
 is let go at once, and an answer whose client already left is dropped quietly (not
@@ -19,6 +21,8 @@ class FakeGateway:
     server: ThreadingHTTPServer
     bodies: list[dict] = field(default_factory=list)
     hold_s: float = 0.0
+    keys: frozenset[str] | None = None
+    model_lookups: list[str] = field(default_factory=list)
     stopped: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -37,7 +41,7 @@ class _QuietServer(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
-def start_fake_gateway(hold_s: float = 0.0) -> FakeGateway:
+def start_fake_gateway(hold_s: float = 0.0, keys: frozenset[str] | None = None) -> FakeGateway:
     gateway: FakeGateway
 
     class Handler(BaseHTTPRequestHandler):
@@ -46,14 +50,19 @@ def start_fake_gateway(hold_s: float = 0.0) -> FakeGateway:
         def log_message(self, *args) -> None:
             pass
 
-        def _send(self, content_type: str, payload: bytes) -> None:
-            self.send_response(200)
+        def _send(self, content_type: str, payload: bytes, status: int = 200) -> None:
+            self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
 
         def do_GET(self) -> None:
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            gateway.model_lookups.append(key)
+            if gateway.keys is not None and key not in gateway.keys:
+                self._send("application/json", json.dumps({"error": {"message": "bad key"}}).encode(), 401)
+                return
             self._send("application/json", json.dumps({"data": [{"id": "m"}]}).encode())
 
         def do_POST(self) -> None:
@@ -67,6 +76,6 @@ def start_fake_gateway(hold_s: float = 0.0) -> FakeGateway:
 
     server = _QuietServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    gateway = FakeGateway(server, hold_s=hold_s)
+    gateway = FakeGateway(server, hold_s=hold_s, keys=keys)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return gateway
