@@ -1,6 +1,8 @@
 """`stepahead hash-key`: the sha256 digest to put in a tenant's `api_key_sha256`.
 
-Reads the key from stdin (so it stays out of shell history and process lists) or, with
+Reads the key from stdin (so it stays out of shell history and process lists), after a
+hidden prompt ("API key to hash: " on stderr, no echo: `getpass`) when stdin is a terminal,
+so a typed key is neither shown nor left in the scrollback (QA221 F6); or, with
 `--generate`, makes a new random key and prints both it and its digest. With `--tenant
 NAME`, stdout is a `[[tenants]]` table to append to the config (the key, if generated,
 goes to stderr), which SIGHUP then loads into a running gateway:
@@ -10,6 +12,7 @@ goes to stderr), which SIGHUP then loads into a running gateway:
 from __future__ import annotations
 
 import argparse
+import getpass
 import secrets
 import sys
 import unicodedata
@@ -17,6 +20,7 @@ from typing import TextIO
 
 from gateway.config import key_digest, tenant_name_problem
 
+KEY_PROMPT = "API key to hash: "
 TOML_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 
 
@@ -25,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "hash-key", help="print the sha256 digest of an API key",
         description="Print the sha256 digest of the API key read from stdin, for a tenant's api_key_sha256: "
                     '`echo -n "$KEY" | stepahead hash-key` (on stdin, the key stays out of shell history and '
-                    "process lists; whitespace around it is no part of it). With --generate, a new random "
+                    "process lists; whitespace around it is no part of it; on a terminal, a prompt that does not "
+                    "echo it). With --generate, a new random "
                     "key and its digest instead.")
     parser.add_argument("--generate", action="store_true", help="make a new random key (stdin is not read)")
     parser.add_argument("--tenant", metavar="NAME",
@@ -47,7 +52,7 @@ def hash_key(args: argparse.Namespace) -> int:
         print(f"stepahead: the key for tenant {args.tenant!r}: {api_key}", file=sys.stderr)
     else:
         try:
-            api_key = read_key(sys.stdin)
+            api_key = read_key_from_terminal() if _is_terminal(sys.stdin) else read_key(sys.stdin)
         except ValueError as exc:
             print(f"stepahead: {exc}", file=sys.stderr)
             return 2
@@ -63,6 +68,26 @@ def hash_key(args: argparse.Namespace) -> int:
             return 0
     print(tenant_table(args.tenant, key_digest(api_key)), end="")
     return 0
+
+
+def _is_terminal(stream: TextIO | None) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except (AttributeError, ValueError):   # none, or closed
+        return False
+
+
+def read_key_from_terminal() -> str | None:
+    """The key typed at a hidden prompt (KEY_PROMPT on stderr, no echo), without the
+    whitespace around it; "" at end of input (Ctrl+D); None when it is not UTF-8 text."""
+    try:
+        api_key = getpass.getpass(KEY_PROMPT, stream=sys.stderr).strip()
+        api_key.encode()
+    except EOFError:
+        return ""
+    except UnicodeError:
+        return None
+    return api_key
 
 
 def read_key(stdin: TextIO) -> str | None:

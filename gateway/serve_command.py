@@ -251,8 +251,9 @@ def _server_or_exit_status(args: argparse.Namespace):
         if config_path:
             given = _no_config_flags_given(args)
             if given:
-                raise ConfigError(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} only without "
-                                  "--config; set them in the file's [[models]] / [models.engine] tables"
+                one = len(given) == 1
+                raise ConfigError(f"{', '.join(given)} {'applies' if one else 'apply'} only without --config; "
+                                  f"set {'it' if one else 'them'} in the file's [[models]] / [models.engine] tables"
                                   + ("" if args.config else f" (${CONFIG_ENV} names {config_path}: unset it to "
                                                             "serve without a config file)"))
             if not args.config:   # said, as a gateway other than the demo one starts
