@@ -1,18 +1,20 @@
-"""Cross-field checks on a chat request that hold for every backend.
+"""Cross-field checks on a chat request that hold for every backend, and the one that
+holds for local models alone (`refuse_unsteerable_strict`).
 
 Invariant: after `check_chat_request` passes, every tool has a unique name and a
-valid JSON Schema for its parameters, a named `tool_choice` names one of the tools, and
-every tool message answers a tool call made by an earlier assistant message, once, and
-no legacy function calling is asked for (`functions`, `function_call`, an assistant
-message's `function_call`: a 400 `unsupported_parameter` naming it, for every model, as a
-`role: "function"` message is: an upstream's `function_call` reply has no place in the
-gateway's replies, and the flow could not be finished).
+valid JSON Schema for its parameters, a named `tool_choice` and `parallel_tool_calls` come
+with tools, and every tool message answers a tool call made by an earlier assistant
+message, once, and no legacy function calling is asked for (`functions`, `function_call`,
+an assistant message's `function_call`: a 400 `unsupported_parameter` naming it, for every
+model, as a `role: "function"` message is: an upstream's `function_call` reply has no place
+in the gateway's replies, and the flow could not be finished).
 """
 from __future__ import annotations
 
 from jsonschema import SchemaError
 
 from gateway.errors import invalid_request
+from gateway.json_schemas import strict_refusal
 from gateway.schema_checks import SchemaChecker
 from gateway.schema_limits import SchemaPastLimit
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice, refuse_extras
@@ -71,14 +73,49 @@ def check_tools(request: ChatCompletionRequest, tenant: str, schemas: SchemaChec
     if isinstance(choice, NamedToolChoice) and choice.function.name not in names:
         raise invalid_request(f"tool_choice names the function '{choice.function.name}', "
                               "which is not among the tools.", param="tool_choice")
+    if request.parallel_tool_calls is not None and not tools:   # as OpenAI's chat API (QA208 F2)
+        raise invalid_request("Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when "
+                              "'tools' are specified.", param="parallel_tool_calls", code="invalid_value")
 
 
-def check_tool_messages(request: ChatCompletionRequest) -> None:
+def refuse_unsteerable_strict(request: ChatCompletionRequest) -> None:
+    """For a local model, whose replies the gateway steers (`json_schemas`), after the
+    schemas were found valid: a 400 naming the first `strict: true` schema (the
+    `json_schema` response_format's, a function's parameters) that uses a keyword the
+    reader cannot hold a reply to (`json_schemas.STRICT_REFUSED`: `allOf`, `not`,
+    `prefixItems`, `uniqueItems`, ...), the keyword and its place, as OpenAI's strict mode
+    refuses a schema it does not support (QA220 F3). Without `strict`, such a schema is
+    followed as far as it is steered, the keyword unenforced."""
+    response_format = request.response_format
+    if response_format is not None and response_format.type == "json_schema" and response_format.json_schema.strict:
+        _refuse_strict(response_format.json_schema.schema_object(),
+                       f"response_format '{response_format.json_schema.name}'", "response_format", "invalid_json_schema")
+    for index, tool in enumerate(request.tools or ()):
+        if tool.function.strict and tool.function.parameters is not None:
+            _refuse_strict(tool.function.parameters, f"function '{tool.function.name}'",
+                           f"tools[{index}].function.parameters", "invalid_function_parameters")
+
+
+def _refuse_strict(schema: dict, what: str, param: str, code: str) -> None:
+    refused = strict_refusal(schema)
+    if refused is None:
+        return
+    keyword, place = refused
+    named = "'items' given as a list (a tuple)" if keyword == "items" else f"'{keyword}'"
+    raise invalid_request(f"Invalid schema for {what}: {named} (at {place}) is not supported with 'strict': true: "
+                          "a local model's reply cannot be held to it. Send the schema without it, or leave 'strict' "
+                          f"out (or false) to have the rest of the schema followed, {named} not enforced.",
+                          param=param, code=code)
+
+
+def check_tool_messages(request: ChatCompletionRequest, answers_follow_calls: bool = True) -> None:
     """Every tool message answers a call an earlier assistant message made, and, as at
     OpenAI, every call an assistant message makes is answered before the next user,
-    system or developer message and before the messages end. (OpenAI's chat API also
-    wants the answers right after their call; here another assistant message may come
-    between: a Responses reply stored as calls, then text, is sent back so.) A call id is
+    system or developer message and before the messages end; with `answers_follow_calls`
+    (chat), as OpenAI's chat API, also before the next assistant message (QA220 F6). A
+    Responses request passes False: that API pairs calls and outputs by call_id, so a
+    response's output items sent back as they came (calls, then text) precede the
+    outputs (`responses_format.input_messages` makes them two assistant messages). A call id is
     pending once at a time and answered once, as at OpenAI ("Duplicate function_call_output
     for call_id"): a call made while one with its id waits for its answer, or a second
     answer to a call, is a 400 naming it (an id used again in a later turn, after its first
@@ -86,6 +123,10 @@ def check_tool_messages(request: ChatCompletionRequest) -> None:
     answered: set[str] = set()
     unanswered: dict[str, str] = {}   # call id -> the call's place ("messages[i].tool_calls[j].id")
     for index, message in enumerate(request.messages):
+        if message.role == "assistant" and unanswered and answers_follow_calls:
+            raise invalid_request("An assistant message with 'tool_calls' must be followed by tool messages responding "
+                                  "to each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                                  + ", ".join(unanswered), param=f"messages[{index}].role")
         if message.role == "assistant":
             for number, call in enumerate(message.tool_calls or []):
                 place = f"messages[{index}].tool_calls[{number}].id"
@@ -120,10 +161,13 @@ def _raise_unanswered(unanswered: dict[str, str], where: str) -> None:
                           f"at {place}) {where}.", param=place)
 
 
-def check_chat_request(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker) -> None:
+def check_chat_request(request: ChatCompletionRequest, tenant: str, schemas: SchemaChecker,
+                       answers_follow_calls: bool = True) -> None:
+    """Every check above but the local models' own (`refuse_unsteerable_strict`); a
+    Responses request's passes `answers_follow_calls=False` (`check_tool_messages`)."""
     refuse_legacy_function_calling(request)
     check_tools(request, tenant, schemas)
-    check_tool_messages(request)
+    check_tool_messages(request, answers_follow_calls)
 
 
 def check_message_count(body: object, field: str) -> None:

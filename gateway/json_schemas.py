@@ -5,11 +5,12 @@ deep the smallest value of each part is: json_heights.py).
 
 `is_steerable(schema)` says whether every constraint in the schema is one the reader
 decides exactly as the text streams; only then is a reply streamed as it is written.
+`strict_refusal(schema)` names the keyword a `strict: true` schema is refused for.
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from gateway.json_first_chars import first_chars_of
@@ -25,6 +26,11 @@ UNSTEERED = frozenset({
     "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
     "maxProperties", "uniqueItems", "contains", "minContains", "maxContains", "prefixItems",
     "additionalItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"})
+# What `strict: true` refuses (a 400, as OpenAI's strict mode refuses a schema it cannot
+# hold a reply to): the keywords above, and `items` as a list (a tuple). The reader's other
+# limits (a pattern it cannot spell, `anyOf` branches that start alike, a schema-valued
+# `additionalProperties`) stay unsteered: OpenAI's strict mode takes such schemas.
+STRICT_REFUSED = UNSTEERED | {"items"}
 MAX_ITEMS = 1 << 30
 
 
@@ -222,49 +228,80 @@ def unresolvable_ref(schema: dict) -> str | None:
 
 
 def is_steerable(schema: dict) -> bool:
-    """Whether the reader decides every constraint of `schema` as the text streams.
+    """Whether the reader decides every constraint of `schema` as the text streams."""
+    return isinstance(schema, dict) and next(unsteered_parts(schema), None) is None
 
-    Invariant: every part reachable from the root (local `$ref`s resolved) is checked
-    once, from a list of parts to visit, never by recursion: a long chain of `$defs`
-    cannot exhaust the stack."""
-    if not isinstance(schema, dict):
-        return False
-    root = SchemaRoot(schema)
+
+def strict_refusal(schema: dict) -> tuple[str, str] | None:
+    """(the keyword, its place: "properties.point.prefixItems") of the first keyword in
+    `schema` (a valid one) that `strict: true` refuses (STRICT_REFUSED), or None."""
+    return next(((keyword, place) for keyword, place in unsteered_parts(schema) if keyword in STRICT_REFUSED), None)
+
+
+def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
+    """(keyword, place) for each part of `schema` whose own keywords the reader does not
+    decide: the keyword that stops it (`_unsteered_keyword`; "schema" for a part that is
+    not an object) and where it is, as dotted keys from the root ("properties.a.items.not";
+    a part reached through a `$ref` is placed where the reference points: "$defs.P.allOf").
+
+    Invariant: every part reachable from the root (local `$ref`s resolved; not the parts of
+    a keyword the reader does not decide) is checked once, from a list of parts to visit,
+    never by recursion: a long chain of `$defs` cannot exhaust the stack; lazily, so a
+    caller that stops at the first costs no more than the walk up to it."""
+    root = SchemaRoot(schema) if isinstance(schema, dict) else None
     seen: set[int] = set()
-    to_visit: list[object] = [schema]
+    to_visit: list[tuple[object, str]] = [(schema, "")]
     while to_visit:
-        node = to_visit.pop()
-        if not isinstance(node, dict):
-            return False
-        node = root.resolve(node)
+        raw, place = to_visit.pop()
+        if not isinstance(raw, dict) or root is None:
+            yield "schema", place
+            continue
+        node = root.resolve(raw)
         if id(node) in seen:
             continue
         seen.add(id(node))
-        if not _steerable_alone(root, node):
-            return False
-        to_visit.extend(root.branches(node) or ())
-        to_visit.extend(node.get("properties", {}).values())
+        keyword = _unsteered_keyword(root, node)
+        if node is not raw and keyword not in raw:
+            place = ".".join(p.replace("~1", "/").replace("~0", "~") for p in raw["$ref"][1:].split("/") if p)
+        if keyword is not None:
+            yield keyword, _joined(place, keyword)
+            if keyword in UNSTEERED:
+                continue   # its parts are not steered either: the first keyword is the one to name
+        options = node.get("anyOf", node.get("oneOf"))
+        if isinstance(options, list):
+            name = "anyOf" if "anyOf" in node else "oneOf"
+            to_visit.extend((o, _joined(place, f"{name}[{i}]")) for i, o in enumerate(options) if isinstance(o, dict))
+        members = node.get("properties")
+        if isinstance(members, dict):
+            to_visit.extend((member, _joined(place, f"properties.{key}")) for key, member in members.items())
         if isinstance(node.get("items"), dict):
-            to_visit.append(node["items"])
-    return True
+            to_visit.append((node["items"], _joined(place, "items")))
 
 
-def _steerable_alone(root: SchemaRoot, node: dict) -> bool:
-    """Whether the reader decides `node`'s own keywords (its parts are checked apart)."""
-    if UNSTEERED & node.keys() or isinstance(node.get("items"), list):
-        return False
+def _joined(place: str, part: str) -> str:
+    return f"{place}.{part}" if place else part
+
+
+def _unsteered_keyword(root: SchemaRoot, node: dict) -> str | None:
+    """The first of `node`'s own keywords the reader does not decide (its parts are checked
+    apart), or None when it decides them all."""
+    unsteered = UNSTEERED & node.keys()
+    if unsteered:
+        return next(key for key in node if key in unsteered)
+    if isinstance(node.get("items"), list):   # the tuple form of draft 7 (2020-12's `prefixItems`)
+        return "items"
     if "pattern" in node and usable_pattern(node) is None:   # one the reader cannot hold strings to
-        return False
+        return "pattern"
     if not isinstance(node.get("additionalProperties", True), bool):
-        return False
+        return "additionalProperties"
     if isinstance(node.get("$ref"), str):   # a reference that does not resolve here
-        return False
+        return "$ref"
     kinds = node.get("type")
     if kinds is not None and not set([kinds] if isinstance(kinds, str) else kinds) <= ALL_KINDS:
-        return False
+        return "type"
     branches = root.branches(node)
     if branches is not None:
         firsts = [set(root.first_chars(b)) for b in branches]
         if any(a & b for i, a in enumerate(firsts) for b in firsts[i + 1:]):
-            return False
-    return True
+            return "anyOf" if "anyOf" in node else "oneOf"
+    return None

@@ -38,6 +38,7 @@ from gateway.engine_sessions import engine_session_key
 from gateway.errors import invalid_request
 from gateway.local_completions import LocalCompletions
 from gateway.local_generation import ForcedCall, LocalCall, run_forced, run_free, run_structured
+from gateway.chat_checks import refuse_unsteerable_strict
 from gateway.local_refusals import refuse_unsupported_chat_params, template_messages
 from gateway.local_schemas import local_schema
 from gateway.local_sampling import completion_budget, sampling_params
@@ -213,6 +214,7 @@ class LocalBackend(LocalCompletions):
         refuse_unsupported_chat_params(request)
         response_schema = await check_off_loop(self.schemas, tenant, format_schema(request),
                                                reply_schema, request, tenant, self.schemas)
+        refuse_unsteerable_strict(request)   # after the schemas were found valid
         messages = template_messages(request)
         use_tools = bool(request.tools) and request.tool_choice != "none"
         # NOTE: with tool_choice "none" the tools stay in the prompt (as OpenAI counts them), so the

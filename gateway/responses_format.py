@@ -284,7 +284,8 @@ def to_chat_body(request: ResponsesRequest, history: tuple[dict, ...] = (),
     if request.tools:
         body["tools"] = chat_tools(request.tools)
     optional = {"tool_choice": chat_tool_choice(request.tool_choice),
-                "parallel_tool_calls": request.parallel_tool_calls, "response_format": chat_response_format(request.text),
+                "parallel_tool_calls": request.parallel_tool_calls if request.tools else None,   # else echoed only
+                "response_format": chat_response_format(request.text),
                 "max_completion_tokens": request.max_output_tokens, "temperature": request.temperature,
                 "top_p": request.top_p, "metadata": request.metadata, "user": request.user,
                 "logprobs": True if logprobs else None, "top_logprobs": request.top_logprobs if logprobs else None,

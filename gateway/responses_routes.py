@@ -263,7 +263,7 @@ async def prepared_chat(state: GatewayState, backend: Backend, parsed: Responses
         body = chat_body if num_cut == 0 else {**chat_body, "messages": cuts.kept(chat_body["messages"], num_cut)}
         chat = validate(ChatCompletionRequest, body)
         await check_off_loop(state.schemas, tenant, tool_parameters(chat), check_chat_request, chat, tenant,
-                             state.schemas)
+                             state.schemas, False)   # calls and their outputs pair by call_id, wherever they are
         return body, await backend.prepare_chat(chat, tenant, response_id)
 
     try:
