@@ -16,11 +16,19 @@ and an output type): the model's free reply, read as it streams, sent once it is
   (prose with neither an object nor a tag only up to `MAX_PROSE_CHARS`): its calls when
   it makes any (`tool_calls.parse_tool_calls`, each held to its tool's schema), else the
   first JSON object in it when it validates, else an object built per
-  `tool_forcing.forced_json` with what is left of the budget.
+  `tool_forcing.forced_json` with what is left of the budget. The free try gets only the
+  JSON reply's share of `max_tokens` (`free_budget`: the rest fills the object); one cut
+  there that shows calls (a `<tool_call>` tag, or a bare call's opening) goes on with the
+  rest of `max_tokens`, as a reply to tools alone would (QA220 F1).
+
+`stop` is applied by the gateway, not the workers (`tool_forcing.StopCut`): to the free
+text read whole, and to the JSON reply as it is sent (the object's text, from its brace).
 
 Invariant: the reply is either tool calls (finish "tool_calls", or "length" when the free
-reply ran out of tokens) or one JSON object (finish "stop", valid as `tool_forcing`
-promises); usage counts every generation (`generate` keeps it).
+reply ran out of `max_tokens`, "stop" when a stop string cut it) or one JSON object
+(finish "stop": valid as `tool_forcing` promises, or cut before a stop string, its JSON
+then cut: `tool_forcing.structured_finish`); usage counts every generation (`generate`
+keeps it).
 """
 from __future__ import annotations
 
@@ -31,9 +39,10 @@ from collections.abc import AsyncIterator
 from gateway.backend import ChatEvent, TextDelta, ToolCallDelta
 from gateway.collected import reply_finish_reason
 from gateway.ids import new_tool_call_id
-from gateway.tool_calls import OPEN_TAG, parse_tool_calls
+from gateway.tool_calls import OPEN_TAG, opens_bare_json, parse_tool_calls
 from gateway.json_validity import is_valid
-from gateway.tool_forcing import forced_json, forced_object, free_budget, held_to_schema, json_object_in
+from gateway.tool_forcing import (StopCut, cut_at_stops, forced_json, forced_object, free_budget, held_to_schema,
+                                  json_object_in, structured_finish)
 
 CALL_KEYS = frozenset({"name", "arguments", "parameters"})
 NOT_JSON = -1   # `json_reply_start`: the reply may be anything else; read it whole
@@ -172,25 +181,39 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
     """The reply as events, the last one `Finished`. `generate` is a
     `engine_streams.Continuations` (stream, call, `max_total`, `usage`,
     `last_finish_reason`, `finished`). A call whose arguments fail its tool's schema (in
-    `tool_schemas`) is repaired (`tool_forcing.held_to_schema`)."""
-    free = generate.stream("", free_budget(generate.max_total), stop)
-    lead, start = "", None
+    `tool_schemas`) is repaired (`tool_forcing.held_to_schema`). The workers get no stop
+    strings: `stop` cuts the free text read whole (`free_cut`) and the JSON reply as sent
+    (`tool_forcing.StopCut`), so a JSON reply is the model's own text up to a stop string."""
+    free_cut = StopCut(stop)
+    free = generate.stream("", free_budget(generate.max_total), ())
+    lead, start, kept = "", None, []   # the free text, what `free_cut` let through of it
     try:
         async for text in free:
             lead += text
+            kept.append(free_cut.feed(text))
             start = json_reply_start(lead, tool_names)
-            if start is not None:
+            if start is not None or free_cut.stopped:
                 break
         if start is not None and start >= 0:
             rest = _going_on(lead[start:], free)   # from the object's brace, past any prose or fence
-            async for piece in forced_object(schema, generate, "", generate.max_total, stream=lambda *_: rest,
-                                             can_ask=generate.can_ask):
+            cut = StopCut(stop)
+            async for piece in cut_at_stops(forced_object(schema, generate, "", generate.max_total,
+                                                          stream=lambda *_: rest, can_ask=generate.can_ask), cut):
                 yield TextDelta(piece)
-            yield generate.finished("stop")
+            yield generate.finished(structured_finish(cut, "stop"))
             return
-        text = lead if start == PROSE_ONLY else lead + "".join([text async for text in free])
+        if start != PROSE_ONLY and not free_cut.stopped:
+            lead += await _read(free, free_cut, kept)
     finally:
         await free.aclose()
+    if start != PROSE_ONLY and not free_cut.stopped and _calls_cut_short(lead, generate):
+        more = generate.stream(lead, generate.max_total, ())
+        try:   # the calls go on with the rest of `max_tokens`, not the JSON reply's share
+            await _read(more, free_cut, kept)
+        finally:
+            await more.aclose()
+    text = "".join(kept) + free_cut.flush()
+    free_finish = "stop" if free_cut.stopped or start == PROSE_ONLY else generate.last_finish_reason or "stop"
     parsed = parse_tool_calls(text, tool_names)
     if parsed.tool_calls:
         if parsed.content:
@@ -200,13 +223,42 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
                                              generate, generate.max_total)
             yield ToolCallDelta(index, new_tool_call_id(), call.name, "")
             yield ToolCallDelta(index, None, None, arguments)
-        yield generate.finished(reply_finish_reason(generate.last_finish_reason or "stop", True))
+        yield generate.finished(reply_finish_reason(free_finish, True))
         return
+    cut = StopCut(stop)
     value = json_object_in(text)
     if value is not None and is_valid(value, schema):
-        yield TextDelta(json.dumps(value, ensure_ascii=False))
+        pieces = _one(json.dumps(value, ensure_ascii=False))
     else:
         budget = generate.max_total - generate.usage.num_completion_tokens
-        async for piece in forced_json(schema, generate, budget, generate.stream, generate.can_ask):
-            yield TextDelta(piece)
-    yield generate.finished("stop")
+        pieces = forced_json(schema, generate, budget, generate.stream, generate.can_ask)
+    async for piece in cut_at_stops(pieces, cut):
+        yield TextDelta(piece)
+    yield generate.finished(structured_finish(cut, "stop"))
+
+
+def _calls_cut_short(text: str, generate) -> bool:
+    """Whether the free reply, cut by its JSON share of the budget (`free_budget`) with
+    some of `max_tokens` left, shows calls (a `<tool_call>` tag, its start at the end,
+    what opens as a bare call): they go on with the rest, as with no `response_format`."""
+    if generate.last_finish_reason != "length" or not generate.can_ask():
+        return False
+    tail = text.rstrip()
+    return (OPEN_TAG in text or any(tail.endswith(OPEN_TAG[:size]) for size in range(2, len(OPEN_TAG)))
+            or bool(opens_bare_json(text)))
+
+
+async def _read(pieces: AsyncIterator[str], cut: StopCut, kept: list[str]) -> str:
+    """`pieces` read until they end or `cut` stops, what it lets through added to `kept`;
+    returns the text read."""
+    read = []
+    async for text in pieces:
+        read.append(text)
+        kept.append(cut.feed(text))
+        if cut.stopped:
+            break
+    return "".join(read)
+
+
+async def _one(text: str) -> AsyncIterator[str]:
+    yield text

@@ -29,8 +29,8 @@ from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.json_smallest import SchemaTooLarge
 from gateway.json_or_calls import json_or_tool_calls
-from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, forced_arguments, forced_json,
-                                  held_to_schema)
+from gateway.tool_forcing import (CALL_OPEN, StopCut, call_head, choose_tool_name, cut_at_stops, forced_arguments,
+                                  forced_json, held_to_schema, structured_finish)
 from gateway.worker_runs import WorkerRuns
 
 MAX_NAME_TOKENS = 16
@@ -232,7 +232,9 @@ def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] 
 async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The reply is one call: name forced or picked, arguments per `tool_forcing`. The
     call's head goes out with the first arguments the model decided, not before: a name
-    the gateway knows without the model is no first token (TTFT stays the model's)."""
+    the gateway knows without the model is no first token (TTFT stays the model's). The
+    arguments end before a stop string (`stop`), finishing "stop"; else "tool_calls", even
+    where `max_tokens` ran out (its arguments whole and valid: `tool_forcing.structured_finish`)."""
     forced = call.forced
     generate = Continuations(engine, prepared, call, queue_room(prepared))
     names = list(forced.schemas)
@@ -244,15 +246,17 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
         else:
             name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
         head: ToolCallDelta | None = ToolCallDelta(0, new_tool_call_id(), name, "")
-        async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
-                                                generate.max_total, generate.stream, generate.can_ask):
+        cut = StopCut(call.sampling.stop)
+        async for arguments in cut_at_stops(forced_arguments(forced.schemas.get(name), generate, call_head(name),
+                                                             generate.max_total, generate.stream, generate.can_ask),
+                                            cut):
             if head is not None:
                 yield head
                 head = None
             yield ToolCallDelta(0, None, None, arguments)
         if head is not None:
             yield head
-        yield generate.finished("tool_calls")
+        yield generate.finished(structured_finish(cut, "tool_calls"))
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
     finally:
@@ -266,7 +270,9 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
     (`response_format` json_object / json_schema), sent as it is decided (`tool_forcing`);
     with tools offered, the model may call them instead (`json_or_calls`). A JSON reply
     finishes "stop": it is whole and valid even where the budget ran out (leaves the model
-    had no tokens left for take their schema's fallback values), so clients may parse it."""
+    had no tokens left for take their schema's fallback values), so clients may parse it;
+    a stop string (`stop`) ends it before it, finishing "stop" too (its JSON then cut, as
+    OpenAI's: `tool_forcing.structured_finish`)."""
     generate = Continuations(engine, prepared, call, queue_room(prepared))
     try:
         if call.tool_names is not None:
@@ -274,10 +280,11 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
                                                   call.sampling.stop, generate, call.tool_schemas):
                 yield event
             return
-        async for text in forced_json(call.response_schema, generate, generate.max_total, generate.stream,
-                                      generate.can_ask):
+        cut = StopCut(call.sampling.stop)
+        async for text in cut_at_stops(forced_json(call.response_schema, generate, generate.max_total,
+                                                   generate.stream, generate.can_ask), cut):
             yield TextDelta(text)
-        yield generate.finished("stop")
+        yield generate.finished(structured_finish(cut, "stop"))
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
     finally:

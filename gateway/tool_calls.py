@@ -1,5 +1,6 @@
 """Tool calls in model output text: Hermes/Qwen `<tool_call>{json}</tool_call>` blocks and
-bare JSON objects (`{"name": ..., "arguments": {...}}`, or a list of them).
+bare JSON objects (`{"name": ..., "arguments": {...}}`, or a list of them), also inside a
+```` ```json ```` (or plain ```` ``` ````) code fence, as small models often write them.
 
 Pure functions, no I/O. Invariants: a parsed call always has a non-empty `name` and
 `arguments` that is the JSON text of an object; text that does not parse as a call is
@@ -10,18 +11,23 @@ inside the closing tag (`...}\n</tool_`: that tag's start is no content); a call
 JSON is cut stays content, tag and all. `ToolCallStreamParser`
 gives the same calls as `parse_tool_calls` on the concatenated text, while releasing plain
 text as early as it can (it holds back only a possible `<tool_call>` prefix, trailing
-whitespace until text follows it, or everything when the reply opens as bare JSON, since
-that can only be decided at the end).
+whitespace until text follows it, or everything when the reply opens as bare JSON, fenced
+or not, since that can only be decided at the end, and a fence's opening until it is known
+whether bare JSON follows it).
 """
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from agents_trace.json_text import loads_bounded
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
+# a bare call's opening inside a code fence (```` ```json ````, as `_decode` strips it)
+_FENCED_OPENING = re.compile(r"```(?:json)?\s*[{\[]")
+FENCE_JSON = "```json"
 
 
 @dataclass(slots=True)
@@ -64,6 +70,22 @@ def _decode(text: str) -> object | None:
         return None
 
 
+def opens_bare_json(text: str) -> bool | None:
+    """Whether `text` opens as a bare call or a list of them may (a `{` or `[` first, or
+    after a ```` ```json ```` or plain ```` ``` ```` fence, as `_decode` reads it); None
+    while a fence's opening is too short to tell."""
+    head = text.lstrip()
+    if head[:1] in ("{", "["):
+        return True
+    if not head.startswith("`"):
+        return False if head else None
+    if _FENCED_OPENING.match(head):
+        return True
+    if FENCE_JSON.startswith(head) or head.rstrip() in ("```", FENCE_JSON):
+        return None   # a fence's first characters, or a fence with only whitespace after it yet
+    return False
+
+
 def parse_bare_json(text: str, tool_names: frozenset[str] | None) -> list[ParsedToolCall] | None:
     """Calls when the whole text is one call object or a list of them; else None."""
     value = _decode(text)
@@ -88,7 +110,7 @@ def parse_tool_calls(text: str, tool_names: frozenset[str] | None = None) -> Par
     `tool_names`, when given, restricts calls to those tools; anything else stays text.
     """
     if OPEN_TAG not in text:
-        bare = parse_bare_json(text, tool_names) if text.lstrip()[:1] in ("{", "[") else None
+        bare = parse_bare_json(text, tool_names) if opens_bare_json(text) else None
         if bare is not None:
             return ParsedOutput(None, bare)
         return ParsedOutput(text or None)
@@ -181,8 +203,11 @@ class ToolCallStreamParser:
             head = self._buffer.lstrip()
             if not head:
                 return []
+            opens = opens_bare_json(head)
+            if opens is None:
+                return []   # a fence that may still open a bare call: held until it is known
             self._seen_text = True
-            if head[0] in "{[":
+            if opens:
                 self._bare = True
                 self._parts, self._buffer = [self._buffer], ""
                 return []

@@ -24,16 +24,24 @@ A schema with constraints the reader cannot decide as text streams (`allOf`, pat
 with look-arounds, …; `json_schemas.is_steerable`) is not streamed: the free try is kept
 whole when it parses and validates, else the object is filled from nothing.
 
-Invariant: the arguments are always one JSON object, sent as they are decided; they
-validate against the schema whenever it uses only types, enums, required properties,
-nesting, local references, distinguishable `anyOf` branches, arrays with their item
-counts, number bounds, string lengths and the patterns `json_patterns` spells.
+The callers apply the request's `stop` to what is sent (`StopCut`, `cut_at_stops`: the
+text ends before the first stop string, as OpenAI's structured replies do), finishing
+"stop" there (`structured_finish`).
+
+Invariant: the arguments are always one JSON object, sent as they are decided (until a
+stop string cuts them); they validate against the schema whenever it uses only types,
+enums, required properties, nesting, local references, distinguishable `anyOf` branches,
+arrays with their item counts, number bounds, string lengths and the patterns
+`json_patterns` spells.
 """
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from shards.detokenizer import StopMatcher
 
 from gateway.json_filling import CanAsk, Generate, JsonText, LeafFiller
 from gateway.json_prefix import JsonPrefix
@@ -79,6 +87,69 @@ def free_budget(max_tokens: int) -> int:
     """Tokens for the model's free try at a JSON object: what is left once up to 256 (at
     most half) are kept for leaf filling, should the free try fail."""
     return max(1, max_tokens - min(max_tokens // 2, 256))
+
+
+@dataclass(slots=True)
+class StopCut:
+    """The request's `stop` strings applied to a structured reply's text (a JSON reply, a
+    forced call's arguments, a free reply the gateway reads itself) as it comes in pieces,
+    as the workers apply them to a plain reply (`shards.detokenizer`): the text ends where
+    the first stop string to complete begins (the longest of those completing together).
+
+    Invariant: `feed` returns only text no later piece can make part of a stop string (a
+    tail that may begin one is held back until it cannot, or `flush` at the reply's end),
+    and nothing once `stopped`; an empty stop string stops nowhere."""
+
+    stop: tuple[str, ...] = ()
+    stopped: bool = False
+    _held: str = ""
+    _matchers: tuple[StopMatcher, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        self._matchers = tuple(StopMatcher(stop) for stop in self.stop if stop)
+
+    def feed(self, piece: str) -> str:
+        """The text now safe to send, `piece` taken."""
+        if self.stopped or not self._matchers:
+            return "" if self.stopped else piece
+        text = self._held + piece
+        first: tuple[int, int] | None = None   # (end in `piece`, -length) of the stop string found
+        for matcher in self._matchers:
+            end = matcher.feed(piece)
+            if end >= 0 and (first is None or (end, -len(matcher.stop)) < first):
+                first = (end, -len(matcher.stop))
+        if first is not None:
+            self.stopped, self._held = True, ""
+            return text[:len(text) - len(piece) + first[0] + first[1]]
+        cut = len(text) - max(matcher.matched for matcher in self._matchers)
+        self._held = text[cut:]
+        return text[:cut]
+
+    def flush(self) -> str:
+        """The text held back, at the reply's end (none once `stopped`)."""
+        held, self._held = self._held, ""
+        return held
+
+
+async def cut_at_stops(pieces: AsyncIterator[str], cut: StopCut) -> AsyncIterator[str]:
+    """`pieces` as `cut` lets them through; once a stop string completes, `pieces` is
+    closed (which stops the generations under it) and nothing more comes."""
+    async with contextlib.aclosing(pieces):
+        async for piece in pieces:
+            if text := cut.feed(piece):
+                yield text
+            if cut.stopped:
+                return
+    if held := cut.flush():
+        yield held
+
+
+def structured_finish(cut: StopCut, whole: str) -> str:
+    """How a JSON reply or a forced call (`whole`: "stop", "tool_calls") finishes: "stop"
+    where a stop string cut it (its JSON is then cut too, as OpenAI's); else `whole`, even
+    where `max_tokens` ran out: its object is whole and valid (the values the model had no
+    tokens left for take their schema's fallbacks), so clients may parse it."""
+    return "stop" if cut.stopped else whole
 
 
 def json_object_in(text: str) -> dict | None:

@@ -141,7 +141,8 @@ async def test_a_tool_call_reply_is_sent_as_calls(free):
 
 async def test_calls_cut_by_the_budget_finish_length_and_one_call_is_kept_when_asked():
     call = '<tool_call>{"name": "search", "arguments": {"q": "%s"}}</tool_call>'
-    generate = ScriptedContinuations(["Let me look. ", call % "a", call % "b"], finish_reason="length")
+    generate = ScriptedContinuations(["Let me look. ", call % "a", call % "b"], finish_reason="length",
+                                     max_total=3)   # the whole budget spent (QA220 F1: else they go on)
     events = await reply(generate, keep_one_call=True)
     calls = [e for e in events if isinstance(e, ToolCallDelta) and e.name]
     assert [c.name for c in calls] == ["search"] and {c.index for c in calls} == {0}
