@@ -32,8 +32,8 @@ import aiohttp
 
 from agents_trace.replay.report import build_report, format_table, late_send_warning
 from agents_trace.replay.prompts import DEFAULT_FIRST_TOKEN_ID, MIN_VOCAB_SIZE
-from agents_trace.replay.runner import (GatewayUnreachable, ModelNotServed, NoModelListed, ReplayOptions, last_due_s,
-                                        replay, sent_as_one_token)
+from agents_trace.replay.model_lookup import GatewayUnreachable, ModelNotServed, NoModelListed
+from agents_trace.replay.runner import ReplayOptions, last_due_s, replay, sent_as_one_token
 from agents_trace.replay.tenant_keys import tenant_keys_file, unknown_tenants_warning
 from cache.trace_format import TraceFormatError, TraceHeader, TraceRecord, read_trace
 from cache.trace_input import STDIN_PATH

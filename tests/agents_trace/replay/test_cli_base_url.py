@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 import agents_trace.replay.cli as replay_cli
-from agents_trace.replay.runner import GatewayUnreachable, check_model
+from agents_trace.replay.model_lookup import GatewayUnreachable, check_model
 from gateway.cli import main
 
 

@@ -11,7 +11,7 @@ import os
 import pytest
 
 import agents_trace.replay.cli as replay_cli
-from agents_trace.replay.runner import GatewayUnreachable
+from agents_trace.replay.model_lookup import GatewayUnreachable
 from gateway.cli import main
 
 SECRET = "sk-SECRET-never-shown"
