@@ -101,7 +101,7 @@ def check_engine_options(options: Mapping[str, object], known: Collection[str]) 
     if options.get("transport") in (None, "local"):
         _check_local_transport_options(options.get("transport_options") or {})
     elif options.get("transport") == "ray":
-        _check_ray_transport_options(options.get("transport_options") or {})
+        _check_ray_transport_options(options.get("transport_options") or {}, str(options.get("device") or "cpu"))
 
 
 def _is_number(value: object) -> bool:
@@ -168,11 +168,20 @@ def _check_local_transport_options(options: Mapping[str, object]) -> None:
                                     f"{', '.join(LOCAL_TRANSPORT_CHOICES[name])}, not {value!r}")
 
 
-def _check_ray_transport_options(options: Mapping[str, object]) -> None:
+def _check_ray_transport_options(options: Mapping[str, object], device: str) -> None:
     """The Ray transport's options (`shards.ray_transport.RayTransport`): each known, an
-    address Ray can parse, a namespace string, reservations finite numbers >= 0.
+    address Ray can parse, a namespace string, reservations finite numbers >= 0; a GPU
+    reservation only for a model on CUDA, and `device` the bare "cuda" there (Ray makes
+    each actor's GPU its only visible device: "cuda:1" names none; QA222 F1, F2).
     `check_engine_tables` has made `options` a table."""
     from shards.ray_address import address_problem   # not ray_transport: it imports torch (QA123)
+
+    if device.startswith("cuda:"):
+        raise EngineOptionError(f"device {device!r} with the Ray transport: use \"cuda\" (Ray gives each worker "
+                                "actor one GPU, its only visible device)")
+    if "num_gpus_per_worker" in options and not device.startswith("cuda"):
+        raise EngineOptionError(f"transport option num_gpus_per_worker reserves GPUs for a model on CUDA; this "
+                                f"one runs on {device!r}: leave it out, or set device = \"cuda\"")
 
     for name, value in options.items():
         if name not in RAY_TRANSPORT_OPTIONS:

@@ -37,7 +37,17 @@ def test_every_default_option_of_the_engine_passes():
     ({"transport_options": {"address": "auto"}}, "unknown local transport option 'address'; known: start_method"),
     ({"transport": "local", "transport_options": {"start_method": "fork"}},
      "start_method must be one of auto, forkserver, spawn, not 'fork'"),
+    # QA222 F1, F2: a GPU reservation for a CPU model was dropped silently; "cuda:1" names no device in an actor
+    ({"transport": "ray", "transport_options": {"num_gpus_per_worker": 1}},
+     "num_gpus_per_worker reserves GPUs for a model on CUDA; this one runs on 'cpu'"),
+    ({"transport": "ray", "device": "cpu", "transport_options": {"num_gpus_per_worker": 0.5}}, "runs on 'cpu'"),
+    ({"transport": "ray", "device": "cuda:1"}, "device 'cuda:1' with the Ray transport: use \"cuda\""),
 ])
 def test_bad_options_name_the_option(options, message):
     with pytest.raises(EngineOptionError, match=message):
         LocalEngine.check_options(options)
+
+
+def test_a_ray_model_on_cuda_may_reserve_gpus():
+    LocalEngine.check_options({"transport": "ray", "device": "cuda", "transport_options": {"num_gpus_per_worker": 0.5}})
+    LocalEngine.check_options({"device": "cuda:1"})   # a local worker process may name its GPU
