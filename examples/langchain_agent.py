@@ -17,6 +17,8 @@ import argparse
 import json
 import uuid
 
+import openai
+from _errors import MAX_RETRIES, report
 from langchain_core.messages import HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
@@ -47,17 +49,11 @@ class Report(BaseModel):
     celsius: float
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    parser.add_argument("question", nargs="?", default="What's the weather in Paris?")
-    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
-    parser.add_argument("--api-key", required=True)
-    parser.add_argument("--model", default=None, help="default: the gateway's first model")
-    parser.add_argument("--max-steps", type=int, default=3)
-    args = parser.parse_args()
-    model = args.model or OpenAI(base_url=args.base_url, api_key=args.api_key).models.list().data[0].id
+def run(args: argparse.Namespace) -> int:
+    lookup = OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=MAX_RETRIES)
+    model = args.model or lookup.models.list().data[0].id
     llm = ChatOpenAI(model=model, base_url=args.base_url, api_key=args.api_key, temperature=0,
-                     max_tokens=64, max_retries=0,
+                     max_tokens=64, max_retries=MAX_RETRIES,
                      default_headers={"x-session-id": f"langchain-{uuid.uuid4().hex[:8]}",
                                       "x-agent-name": "weather"})   # LangChain sends no agent name of its own
     messages = [SystemMessage("You are a helpful assistant. Use the tools."), HumanMessage(args.question)]
@@ -76,10 +72,24 @@ def main() -> int:
         for call in reply.tool_calls:
             result = TOOLS[call["name"]].invoke(call["args"]) if call["name"] in TOOLS else "unknown tool"
             messages.append(ToolMessage(result, tool_call_id=call["id"]))
-    report = llm.with_structured_output(Report).invoke(
+    found = llm.with_structured_output(Report).invoke(
         messages + [HumanMessage("Report what you found as JSON.")])
-    print(json.dumps({"steps": rows, "report": report.model_dump()}))
+    print(json.dumps({"steps": rows, "report": found.model_dump()}))
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("question", nargs="?", default="What's the weather in Paris?")
+    parser.add_argument("--base-url", default="http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key", required=True)
+    parser.add_argument("--model", default=None, help="default: the gateway's first model")
+    parser.add_argument("--max-steps", type=int, default=3)
+    args = parser.parse_args()
+    try:
+        return run(args)
+    except openai.APIError as exc:   # a wrong key, an unknown model, no gateway: one line, exit 1
+        return report(exc, args.base_url)
 
 
 if __name__ == "__main__":

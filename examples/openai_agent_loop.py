@@ -18,6 +18,8 @@ import json
 import time
 import uuid
 
+import openai
+from _errors import MAX_RETRIES, report
 from openai import OpenAI
 
 TOOLS = [
@@ -82,9 +84,12 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="default: the gateway's first model")
     parser.add_argument("--max-steps", type=int, default=4)
     args = parser.parse_args()
-    client = OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0)
-    model = args.model or client.models.list().data[0].id
-    steps = agent(client, model, args.question, args.max_steps, f"example-{uuid.uuid4().hex[:8]}")
+    client = OpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=MAX_RETRIES)
+    try:
+        model = args.model or client.models.list().data[0].id
+        steps = agent(client, model, args.question, args.max_steps, f"example-{uuid.uuid4().hex[:8]}")
+    except openai.APIError as exc:   # a wrong key, an unknown model, no gateway: one line, exit 1
+        return report(exc, args.base_url)
     print(f"{'step':>4} {'prompt':>7} {'cached':>7}  tool calls")
     for s in steps:
         print(f"{s['step']:>4} {s['prompt_tokens']:>7} {s['cached']:>7}  {', '.join(s['tool_calls']) or '-'}")

@@ -22,8 +22,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import uuid
 
+import openai
+from _errors import MAX_RETRIES, report
 from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool,
                     set_tracing_disabled)
 from openai import AsyncOpenAI
@@ -50,7 +53,7 @@ class Report(BaseModel):
 async def run(args: argparse.Namespace) -> dict:
     set_tracing_disabled(True)
     session = f"agents-sdk-{uuid.uuid4().hex[:8]}"
-    client = AsyncOpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=0,
+    client = AsyncOpenAI(base_url=args.base_url, api_key=args.api_key, max_retries=MAX_RETRIES,
                          default_headers={"x-session-id": session})
     model = args.model or (await client.models.list()).data[0].id
     name = "weather"
@@ -88,7 +91,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.conversation and args.api != "responses":
         parser.error("--conversation needs --api responses")
-    out = asyncio.run(run(args))
+    # the SDK logs a failed request ("Error getting response") before it raises it: the one line below says it
+    logging.getLogger("openai.agents").addHandler(logging.NullHandler())
+    try:
+        out = asyncio.run(run(args))
+    except openai.APIError as exc:   # a wrong key, an unknown model, no gateway: one line, exit 1
+        return report(exc, args.base_url)
     print(f"report: {out['report']}")
     print(json.dumps(out))
     return 0

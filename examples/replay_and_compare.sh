@@ -11,8 +11,9 @@
 # comparison is printed, then each policy's first error messages on stderr), or a gateway
 # did not start or exited (the last lines of its log on stderr); 2 for a bad TRACE, a PORT
 # that is no port number (1 to 65535) or one already in use, before any gateway starts (a bad
-# PORT before the workload is generated too); else the status `stepahead replay`
-# stopped with (3: the gateway stopped answering mid-replay).
+# PORT, or a numeric knob that is no number in its range, before the workload is generated
+# too); else the status `stepahead replay` stopped with (3: the gateway stopped answering
+# mid-replay).
 set -euo pipefail
 MODEL=${MODEL:-smollm2}
 TENANTS=${TENANTS:-3}
@@ -27,6 +28,17 @@ if ! [[ "$PORT" =~ ^[0-9]{1,5}$ ]] || (( 10#$PORT < 1 || 10#$PORT > 65535 )); th
   echo "replay_and_compare: PORT must be a port number from 1 to 65535, got '$PORT'" >&2; exit 2
 fi
 PORT=$((10#$PORT))   # 08765 is 8765, for curl and the gateway alike
+# the other numeric knobs too, the same way: one line and exit 2 before anything runs
+whole() {  # $1 = knob, $2 = its value, $3 = the least it may be (at most 18 digits: no overflow)
+  if ! [[ "$2" =~ ^[0-9]{1,18}$ ]] || (( 10#$2 < $3 )); then
+    echo "replay_and_compare: $1 must be a whole number of at least $3, got '$2'" >&2; exit 2
+  fi
+}
+whole TENANTS "$TENANTS" 1; whole SESSIONS "$SESSIONS" 1; whole SEED "$SEED" 0; whole HOT_BLOCKS "$HOT_BLOCKS" 1
+[ -z "$MAX_INPUT_TOKENS" ] || whole MAX_INPUT_TOKENS "$MAX_INPUT_TOKENS" 1
+if ! [[ "$SPEED" =~ ^([0-9]{1,9}(\.[0-9]{0,9})?|\.[0-9]{1,9})$ && "$SPEED" =~ [1-9] ]]; then
+  echo "replay_and_compare: SPEED must be a positive number (2 replays twice as fast), got '$SPEED'" >&2; exit 2
+fi
 work=$(mktemp -d)
 trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$work"' EXIT
 
