@@ -176,13 +176,6 @@ def _check_ray_transport_options(options: Mapping[str, object], device: str) -> 
     `check_engine_tables` has made `options` a table."""
     from shards.ray_address import address_problem   # not ray_transport: it imports torch (QA123)
 
-    if device.startswith("cuda:"):
-        raise EngineOptionError(f"device {device!r} with the Ray transport: use \"cuda\" (Ray gives each worker "
-                                "actor one GPU, its only visible device)")
-    if "num_gpus_per_worker" in options and not device.startswith("cuda"):
-        raise EngineOptionError(f"transport option num_gpus_per_worker reserves GPUs for a model on CUDA; this "
-                                f"one runs on {device!r}: leave it out, or set device = \"cuda\"")
-
     for name, value in options.items():
         if name not in RAY_TRANSPORT_OPTIONS:
             raise EngineOptionError(f"unknown Ray transport option {name!r}; known: "
@@ -193,3 +186,9 @@ def _check_ray_transport_options(options: Mapping[str, object], device: str) -> 
             raise EngineOptionError(f"transport option namespace must be a non-empty string, not {value!r}")
         if name.startswith("num_") and (not _is_number(value) or value < 0):
             raise EngineOptionError(f"transport option {name} must be a number >= 0 (and finite), not {value!r}")
+    if device.startswith("cuda:"):
+        raise EngineOptionError(f"device {device!r} with the Ray transport: use \"cuda\" (Ray gives each worker "
+                                "actor one GPU, its only visible device)")
+    if options.get("num_gpus_per_worker") and not device.startswith("cuda"):
+        raise EngineOptionError(f"transport option num_gpus_per_worker reserves GPUs for a model on CUDA; this "
+                                f"one runs on {device!r}: leave it out, or set device = \"cuda\"")
