@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmarks.script_args import benchmark_parser  # noqa: E402
+from script_args import benchmark_parser  # noqa: E402
 from cache.cli_args import non_negative_float, positive_int  # noqa: E402
 from bench_servers import (API_KEY, batch_outcome, bench_tenant_toml, fresh_gateway, medians,  # noqa: E402
                            rounded, start_batch)

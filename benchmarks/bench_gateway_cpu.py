@@ -31,7 +31,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmarks.script_args import benchmark_parser  # noqa: E402
+from script_args import benchmark_parser  # noqa: E402
 from cache.cli_args import non_negative_int, positive_int  # noqa: E402
 from bench_gateway_overhead import run_load, stepahead_config  # noqa: E402
 from bench_servers import ROOT, free_port, server_env, spawn_fake_upstream, stop_all, wait_ready  # noqa: E402

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchmarks.script_args import benchmark_parser  # noqa: E402
+from script_args import benchmark_parser  # noqa: E402
 from cache.cli_args import non_negative_float, positive_int, positive_ints  # noqa: E402
 from bench_servers import (API_KEY, ROOT, bench_tenant_toml, fake_model_toml, free_port, server_env,  # noqa: E402
                            spawn, spawn_fake_upstream, stop_all, wait_ready)

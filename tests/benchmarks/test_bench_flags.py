@@ -97,3 +97,15 @@ def test_traces_list_help_gives_the_offsets_default():
     listing = traces._subparsers._group_actions[0].choices["list"]
     text = " ".join(listing.format_help().split())
     assert "(default 0)" in text.split("--offset OFFSET", 2)[2].split("--json")[0]
+
+
+def test_a_script_run_by_path_imports_only_what_its_own_sys_path_finds():
+    """A script that puts only benchmarks/ on sys.path (those run against other source
+    trees: bench_gateway_cpu, ...) cannot import the `benchmarks` package: run by path
+    from anywhere, `from benchmarks.script_args import ...` failed there."""
+    wrong = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "parent.parent" not in text and "parents[1]" not in text and "from benchmarks." in text:
+            wrong.append(path.name)
+    assert wrong == []
