@@ -274,8 +274,9 @@ def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
         members = node.get("properties")
         if isinstance(members, dict):
             to_visit.extend((member, _joined(place, f"properties.{key}")) for key, member in members.items())
-        if isinstance(node.get("items"), dict):
-            to_visit.append((node["items"], _joined(place, "items")))
+        for part in ("items", "additionalProperties"):   # (a dict's values: pydantic's dict[str, X], QA223 F2)
+            if isinstance(node.get(part), dict):
+                to_visit.append((node[part], _joined(place, part)))
 
 
 def _joined(place: str, part: str) -> str:

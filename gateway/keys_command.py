@@ -87,6 +87,9 @@ def read_key_from_terminal() -> str | None:
         return ""
     except UnicodeError:
         return None
+    except KeyboardInterrupt:   # Ctrl+C at the prompt: "stepahead: stopped" on a line of its own
+        print(file=sys.stderr)
+        raise
     return api_key
 
 

@@ -232,9 +232,10 @@ def prompt_choices(tokenizer, prompt_ids: list[int], scores: list[TokenLogprob] 
 async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterator[ChatEvent]:
     """The reply is one call: name forced or picked, arguments per `tool_forcing`. The
     call's head goes out with the first arguments the model decided, not before: a name
-    the gateway knows without the model is no first token (TTFT stays the model's). The
-    arguments end before a stop string (`stop`), finishing "stop"; else "tool_calls", even
-    where `max_tokens` ran out (its arguments whole and valid: `tool_forcing.structured_finish`)."""
+    the gateway knows without the model is no first token (TTFT stays the model's). It
+    finishes "tool_calls", even where `max_tokens` ran out: its arguments are always whole
+    and valid, so `stop` does not cut them (a call an agent runs is never cut JSON; the
+    finish reason of a reply with calls could not say it was: QA223 F1)."""
     forced = call.forced
     generate = Continuations(engine, prepared, call, queue_room(prepared))
     names = list(forced.schemas)
@@ -246,17 +247,15 @@ async def run_forced(engine, prepared: Prepared, call: LocalCall) -> AsyncIterat
         else:
             name = choose_tool_name(await generate(CALL_OPEN, MAX_NAME_TOKENS, ('"',)), names)
         head: ToolCallDelta | None = ToolCallDelta(0, new_tool_call_id(), name, "")
-        cut = StopCut(call.sampling.stop)
-        async for arguments in cut_at_stops(forced_arguments(forced.schemas.get(name), generate, call_head(name),
-                                                             generate.max_total, generate.stream, generate.can_ask),
-                                            cut):
+        async for arguments in forced_arguments(forced.schemas.get(name), generate, call_head(name),
+                                                generate.max_total, generate.stream, generate.can_ask):
             if head is not None:
                 yield head
                 head = None
             yield ToolCallDelta(0, None, None, arguments)
         if head is not None:
             yield head
-        yield generate.finished(structured_finish(cut, "tool_calls"))
+        yield generate.finished("tool_calls")
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
     finally:

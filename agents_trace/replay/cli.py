@@ -192,7 +192,8 @@ def _start(args: argparse.Namespace,
         return 2
     keyless = sorted({record.tenant for record in records} - tenant_keys.keys()) if args.api_key is None else []
     if keyless:
-        print(f"error: --api-key is needed: {len(keyless)} of the trace's tenants have no --tenant-key or "
+        print(f"error: --api-key is needed: {len(keyless)} of the trace's tenants "
+              f"{'has' if len(keyless) == 1 else 'have'} no --tenant-key or "
               f"--tenant-keys-file key (the first: {keyless[0]!r})", file=sys.stderr)
         return 2
     problem = too_long_problem(records, args.speed)

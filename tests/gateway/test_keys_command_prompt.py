@@ -53,3 +53,11 @@ def test_a_piped_key_gets_no_prompt(monkeypatch, capsys):
     asked = _prompt_answers(monkeypatch, "never")
     assert main(["hash-key"]) == 0
     assert asked == [] and capsys.readouterr() == (key_digest("sk-piped") + "\n", "")
+
+
+def test_ctrl_c_at_the_prompt_ends_the_prompts_line_first(monkeypatch, capsys):
+    """QA223 F5: "API key to hash: stepahead: stopped" came out on one line."""
+    monkeypatch.setattr(sys, "stdin", _Terminal())
+    _prompt_answers(monkeypatch, KeyboardInterrupt())
+    assert main(["hash-key"]) == 130
+    assert capsys.readouterr().err == "\nstepahead: stopped\n"   # (the prompt itself is getpass's, faked here)

@@ -43,6 +43,9 @@ class Located(BaseModel):
      "properties.a.dependentRequired"),
     (_obj(a={"type": "object", "unevaluatedProperties": False}), "unevaluatedProperties",
      "properties.a.unevaluatedProperties"),
+    # QA223 F2: a dict's values (pydantic's dict[str, tuple[int, str]]) are walked too
+    (_obj(m={"type": "object", "additionalProperties": {"type": "array", "prefixItems": [{"type": "integer"}]}}),
+     "prefixItems", "properties.m.additionalProperties.prefixItems"),
 ])
 def test_strict_refusal_names_the_keyword_and_its_place(schema, keyword, place):
     assert strict_refusal(schema) == (keyword, place)

@@ -2,9 +2,9 @@
 
 F1: with tools and a JSON `response_format` together, a reply that turns out to be calls
 gets all of `max_tokens` (not the JSON reply's share), and finishes "length" only when
-`max_tokens` was reached. F2: `stop` cuts a JSON reply and a forced call's arguments, as
-OpenAI's, finishing "stop". A reply whose values the gateway wrote because the budget ran
-out is whole and valid, and finishes "stop" (a forced call "tool_calls"), as docs/api.md
+`max_tokens` was reached. F2: `stop` cuts a JSON reply, as OpenAI's, finishing "stop"; a
+forced call's arguments stay whole (QA223 F1). A reply whose values the gateway wrote
+because the budget ran out is whole and valid, and finishes "stop" (a forced call "tool_calls"), as docs/api.md
 says, so the SDK's parse() takes it (QA220 F4 weighed: kept).
 
 A scripted engine plays the model: it writes `REPLY` (one token a character), continuing
@@ -122,10 +122,12 @@ async def test_a_stop_string_in_what_the_gateway_fills_cuts_it_too():
     assert text_of(events) == '{"city": "Lyon", "country": "' and events[-1].finish_reason == "stop"
 
 
-async def test_a_stop_string_cuts_a_forced_calls_arguments():
+async def test_a_stop_string_never_cuts_a_forced_calls_arguments():
+    """QA223 F1: cut arguments went out with finish "tool_calls" (a reply with calls cannot
+    say "stop"), and an agent would run the call on cut JSON: they stay whole."""
     model = ScriptedModel('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
     events = await run(model, 100, ("Par",), tools={"get_weather": WEATHER}, forced="get_weather", schema=None)
-    assert calls_of(events) == [("get_weather", '{"city": "')] and events[-1].finish_reason == "stop"
+    assert calls_of(events) == [("get_weather", '{"city": "Paris"}')] and events[-1].finish_reason == "tool_calls"
     whole = await run(model, 100, ("Lyon",), tools={"get_weather": WEATHER}, forced="get_weather", schema=None)
     assert calls_of(whole) == [("get_weather", '{"city": "Paris"}')] and whole[-1].finish_reason == "tool_calls"
 
