@@ -81,11 +81,11 @@ def check_tools(request: ChatCompletionRequest, tenant: str, schemas: SchemaChec
 def refuse_unsteerable_strict(request: ChatCompletionRequest) -> None:
     """For a local model, whose replies the gateway steers (`json_schemas`), after the
     schemas were found valid: a 400 naming the first `strict: true` schema (the
-    `json_schema` response_format's, a function's parameters) that uses a keyword the
-    reader cannot hold a reply to (`json_schemas.STRICT_REFUSED`: `allOf`, `not`,
-    `prefixItems`, `uniqueItems`, ...), the keyword and its place, as OpenAI's strict mode
-    refuses a schema it does not support (QA220 F3). Without `strict`, such a schema is
-    followed as far as it is steered, the keyword unenforced."""
+    `json_schema` response_format's, a function's parameters) that uses a keyword OpenAI's
+    strict mode does not support either, which the reader cannot hold a reply to
+    (`json_schemas.STRICT_REFUSED`: `allOf`, `not`, `prefixItems`, ...), the keyword and its
+    place (QA220 F3). Without `strict`, such a schema is followed as far as it is steered,
+    the keyword unenforced; so are the reader's other limits under `strict`."""
     response_format = request.response_format
     if response_format is not None and response_format.type == "json_schema" and response_format.json_schema.strict:
         _refuse_strict(response_format.json_schema.schema_object(),

@@ -26,11 +26,15 @@ UNSTEERED = frozenset({
     "propertyNames", "dependentRequired", "dependentSchemas", "dependencies", "minProperties",
     "maxProperties", "uniqueItems", "contains", "minContains", "maxContains", "prefixItems",
     "additionalItems", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"})
-# What `strict: true` refuses (a 400, as OpenAI's strict mode refuses a schema it cannot
-# hold a reply to): the keywords above, and `items` as a list (a tuple). The reader's other
-# limits (a pattern it cannot spell, `anyOf` branches that start alike, a schema-valued
-# `additionalProperties`) stay unsteered: OpenAI's strict mode takes such schemas.
-STRICT_REFUSED = UNSTEERED | {"items"}
+# What `strict: true` refuses (a 400): the keywords OpenAI's strict mode says it does not
+# support (composition and conditionals) and tuples (`prefixItems`, `items` as a list, which
+# it refuses too). The reader's other limits (`uniqueItems`: pydantic's `set[str]`, which an
+# Agents SDK function tool sends strict; `minProperties`, a pattern it cannot spell, `anyOf`
+# branches that start alike, a schema-valued `additionalProperties`) stay unsteered, as
+# without `strict`: OpenAI's strict mode may take them, and refusing them would fail agents
+# that run there.
+STRICT_REFUSED = frozenset({"allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+                            "dependencies", "prefixItems", "items", "additionalItems"})
 MAX_ITEMS = 1 << 30
 
 
