@@ -27,8 +27,7 @@ text read whole, and to the JSON reply as it is sent (the object's text, from it
 Invariant: the reply is either tool calls (finish "tool_calls", or "length" when the free
 reply ran out of `max_tokens`, "stop" when a stop string cut it) or one JSON object
 (finish "stop": valid as `tool_forcing` promises, or cut before a stop string, its JSON
-then cut: `tool_forcing.structured_finish`); usage counts every generation (`generate`
-keeps it).
+then cut); usage counts every generation (`generate` keeps it).
 """
 from __future__ import annotations
 
@@ -42,7 +41,7 @@ from gateway.ids import new_tool_call_id
 from gateway.tool_calls import OPEN_TAG, opens_bare_json, parse_tool_calls
 from gateway.json_validity import is_valid
 from gateway.tool_forcing import (StopCut, cut_at_stops, forced_json, forced_object, free_budget, held_to_schema,
-                                  json_object_in, structured_finish)
+                                  json_object_in)
 
 CALL_KEYS = frozenset({"name", "arguments", "parameters"})
 NOT_JSON = -1   # `json_reply_start`: the reply may be anything else; read it whole
@@ -183,7 +182,7 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
     `last_finish_reason`, `finished`). A call whose arguments fail its tool's schema (in
     `tool_schemas`) is repaired (`tool_forcing.held_to_schema`). The workers get no stop
     strings: `stop` cuts the free text read whole (`free_cut`) and the JSON reply as sent
-    (`tool_forcing.StopCut`), so a JSON reply is the model's own text up to a stop string."""
+    (`tool_forcing.cut_at_stops`), so a JSON reply is the model's own text up to a stop string."""
     free_cut = StopCut(stop)
     free = generate.stream("", free_budget(generate.max_total), ())
     lead, start, kept = "", None, []   # the free text, what `free_cut` let through of it
@@ -196,11 +195,10 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
                 break
         if start is not None and start >= 0:
             rest = _going_on(lead[start:], free)   # from the object's brace, past any prose or fence
-            cut = StopCut(stop)
             async for piece in cut_at_stops(forced_object(schema, generate, "", generate.max_total,
-                                                          stream=lambda *_: rest, can_ask=generate.can_ask), cut):
+                                                          stream=lambda *_: rest, can_ask=generate.can_ask), stop):
                 yield TextDelta(piece)
-            yield generate.finished(structured_finish(cut, "stop"))
+            yield generate.finished("stop")
             return
         if start != PROSE_ONLY and not free_cut.stopped:
             lead += await _read(free, free_cut, kept)
@@ -225,16 +223,15 @@ async def json_or_tool_calls(schema: dict, tool_names: frozenset[str], keep_one_
             yield ToolCallDelta(index, None, None, arguments)
         yield generate.finished(reply_finish_reason(free_finish, True))
         return
-    cut = StopCut(stop)
     value = json_object_in(text)
     if value is not None and is_valid(value, schema):
         pieces = _one(json.dumps(value, ensure_ascii=False))
     else:
         budget = generate.max_total - generate.usage.num_completion_tokens
         pieces = forced_json(schema, generate, budget, generate.stream, generate.can_ask)
-    async for piece in cut_at_stops(pieces, cut):
+    async for piece in cut_at_stops(pieces, stop):
         yield TextDelta(piece)
-    yield generate.finished(structured_finish(cut, "stop"))
+    yield generate.finished("stop")
 
 
 def _calls_cut_short(text: str, generate) -> bool:

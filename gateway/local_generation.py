@@ -29,8 +29,8 @@ from gateway.token_text import token_choices
 from gateway.tool_calls import CallPiece, ToolCallStreamParser
 from gateway.json_smallest import SchemaTooLarge
 from gateway.json_or_calls import json_or_tool_calls
-from gateway.tool_forcing import (CALL_OPEN, StopCut, call_head, choose_tool_name, cut_at_stops, forced_arguments,
-                                  forced_json, held_to_schema, structured_finish)
+from gateway.tool_forcing import (CALL_OPEN, call_head, choose_tool_name, cut_at_stops, forced_arguments,
+                                  forced_json, held_to_schema)
 from gateway.worker_runs import WorkerRuns
 
 MAX_NAME_TOKENS = 16
@@ -271,7 +271,7 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
     finishes "stop": it is whole and valid even where the budget ran out (leaves the model
     had no tokens left for take their schema's fallback values), so clients may parse it;
     a stop string (`stop`) ends it before it, finishing "stop" too (its JSON then cut, as
-    OpenAI's: `tool_forcing.structured_finish`)."""
+    OpenAI's: `tool_forcing.cut_at_stops`)."""
     generate = Continuations(engine, prepared, call, queue_room(prepared))
     try:
         if call.tool_names is not None:
@@ -279,11 +279,10 @@ async def run_structured(engine, prepared: Prepared, call: LocalCall) -> AsyncIt
                                                   call.sampling.stop, generate, call.tool_schemas):
                 yield event
             return
-        cut = StopCut(call.sampling.stop)
         async for text in cut_at_stops(forced_json(call.response_schema, generate, generate.max_total,
-                                                   generate.stream, generate.can_ask), cut):
+                                                   generate.stream, generate.can_ask), call.sampling.stop):
             yield TextDelta(text)
-        yield generate.finished(structured_finish(cut, "stop"))
+        yield generate.finished("stop")
     except SchemaTooLarge as error:   # named for the parameter its schema came from
         raise error.named(schema_param(call, error.schema)) from None
     finally:

@@ -24,12 +24,11 @@ A schema with constraints the reader cannot decide as text streams (`allOf`, pat
 with look-arounds, …; `json_schemas.is_steerable`) is not streamed: the free try is kept
 whole when it parses and validates, else the object is filled from nothing.
 
-The callers apply the request's `stop` to what is sent (`StopCut`, `cut_at_stops`: the
-text ends before the first stop string, as OpenAI's structured replies do), finishing
-"stop" there (`structured_finish`).
+The callers apply the request's `stop` to a JSON reply's text (`StopCut`, `cut_at_stops`:
+the text ends before the first stop string, as OpenAI's structured replies do; it still
+finishes "stop"), never to a forced call's arguments.
 
-Invariant: the arguments are always one JSON object, sent as they are decided (until a
-stop string cuts them); they validate against the schema whenever it uses only types,
+Invariant: the arguments are always one JSON object, sent as they are decided; they validate against the schema whenever it uses only types,
 enums, required properties, nesting, local references, distinguishable `anyOf` branches,
 arrays with their item counts, number bounds, string lengths and the patterns
 `json_patterns` spells.
@@ -41,7 +40,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from shards.detokenizer import StopMatcher
+from shards.detokenizer import StopMatcher, stop_start_in
 
 from gateway.json_filling import CanAsk, Generate, JsonText, LeafFiller
 from gateway.json_prefix import JsonPrefix
@@ -92,7 +91,7 @@ def free_budget(max_tokens: int) -> int:
 @dataclass(slots=True)
 class StopCut:
     """The request's `stop` strings applied to a structured reply's text (a JSON reply, a
-    forced call's arguments, a free reply the gateway reads itself) as it comes in pieces,
+    free reply the gateway reads itself) as it comes in pieces,
     as the workers apply them to a plain reply (`shards.detokenizer`): the text ends where
     the first stop string to complete begins (the longest of those completing together).
 
@@ -113,14 +112,10 @@ class StopCut:
         if self.stopped or not self._matchers:
             return "" if self.stopped else piece
         text = self._held + piece
-        first: tuple[int, int] | None = None   # (end in `piece`, -length) of the stop string found
-        for matcher in self._matchers:
-            end = matcher.feed(piece)
-            if end >= 0 and (first is None or (end, -len(matcher.stop)) < first):
-                first = (end, -len(matcher.stop))
-        if first is not None:
+        at = stop_start_in(self._matchers, piece)
+        if at is not None:
             self.stopped, self._held = True, ""
-            return text[:len(text) - len(piece) + first[0] + first[1]]
+            return text[:len(text) - len(piece) + at]
         cut = len(text) - max(matcher.matched for matcher in self._matchers)
         self._held = text[cut:]
         return text[:cut]
@@ -131,9 +126,11 @@ class StopCut:
         return held
 
 
-async def cut_at_stops(pieces: AsyncIterator[str], cut: StopCut) -> AsyncIterator[str]:
-    """`pieces` as `cut` lets them through; once a stop string completes, `pieces` is
-    closed (which stops the generations under it) and nothing more comes."""
+async def cut_at_stops(pieces: AsyncIterator[str], stop: tuple[str, ...]) -> AsyncIterator[str]:
+    """`pieces` ending before the first of the `stop` strings (`StopCut`); once one
+    completes, `pieces` is closed (which stops the generations under it) and nothing more
+    comes."""
+    cut = StopCut(stop)
     async with contextlib.aclosing(pieces):
         async for piece in pieces:
             if text := cut.feed(piece):
@@ -142,14 +139,6 @@ async def cut_at_stops(pieces: AsyncIterator[str], cut: StopCut) -> AsyncIterato
                 return
     if held := cut.flush():
         yield held
-
-
-def structured_finish(cut: StopCut, whole: str) -> str:
-    """How a JSON reply or a forced call (`whole`: "stop", "tool_calls") finishes: "stop"
-    where a stop string cut it (its JSON is then cut too, as OpenAI's); else `whole`, even
-    where `max_tokens` ran out: its object is whole and valid (the values the model had no
-    tokens left for take their schema's fallbacks), so clients may parse it."""
-    return "stop" if cut.stopped else whole
 
 
 def json_object_in(text: str) -> dict | None:

@@ -75,6 +75,18 @@ class StopMatcher:
         borders.append(k + 1 if stop[k] == stop[j] else k)
 
 
+def stop_start_in(matchers: tuple[StopMatcher, ...], piece: str) -> int | None:
+    """`piece` fed to each of `matchers`: where, counted from `piece`'s start, the first stop
+    string to complete in it begins (negative when it began in text fed before), the one
+    ending first, the longest of those ending together; None when none completes."""
+    first: tuple[int, int] | None = None   # (end, -length) of the stop string found
+    for matcher in matchers:
+        end = matcher.feed(piece)
+        if end >= 0 and (first is None or (end, -len(matcher.stop)) < first):
+            first = (end, -len(matcher.stop))
+    return None if first is None else first[0] + first[1]
+
+
 @dataclass(slots=True)
 class Detokenizer:
     tokenizer: object
@@ -153,13 +165,9 @@ class Detokenizer:
 
     def _stop_start(self, piece: str, start: int) -> int | None:
         """Where in the text the first stop string to complete within `piece` (added at
-        `start`) begins: the one ending first, the longest of those ending together."""
-        first: tuple[int, int] | None = None   # (end, -length) of the stop string found
-        for matcher in self._matchers:
-            end = matcher.feed(piece)
-            if end >= 0 and (first is None or (end, -len(matcher.stop)) < first):
-                first = (end, -len(matcher.stop))
-        return None if first is None else start + first[0] + first[1]
+        `start`) begins (`stop_start_in`)."""
+        at = stop_start_in(self._matchers, piece)
+        return None if at is None else start + at
 
     @property
     def text(self) -> str:
