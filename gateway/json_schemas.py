@@ -243,15 +243,16 @@ def strict_refusal(schema: dict) -> tuple[str, str] | None:
 
 
 def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
-    """(keyword, place) for each part of `schema` whose own keywords the reader does not
-    decide: the keyword that stops it (`_unsteered_keyword`; "schema" for a part that is
-    not an object) and where it is, as dotted keys from the root ("properties.a.items.not";
-    a part reached through a `$ref` is placed where the reference points: "$defs.P.allOf").
+    """(keyword, place) for each keyword of each part of `schema` that the reader does not
+    decide (`_unsteered_keywords`; "schema" for a part that is not an object) and where it
+    is, as dotted keys from the root ("properties.a.items.not"; a part reached through a
+    `$ref` is placed where the reference points: "$defs.P.allOf").
 
-    Invariant: every part reachable from the root (local `$ref`s resolved; not the parts of
-    a keyword the reader does not decide) is checked once, from a list of parts to visit,
-    never by recursion: a long chain of `$defs` cannot exhaust the stack; lazily, so a
-    caller that stops at the first costs no more than the walk up to it."""
+    Invariant: every part reachable from the root (local `$ref`s resolved) is checked
+    once, from a list of parts to visit, never by recursion: a long chain of `$defs`
+    cannot exhaust the stack; lazily, so a caller that stops at the first costs no more
+    than the walk up to it. A part's parts are walked whatever it holds, so a keyword
+    `strict` refuses is found below one it takes unenforced (QA223)."""
     root = SchemaRoot(schema) if isinstance(schema, dict) else None
     seen: set[int] = set()
     to_visit: list[tuple[object, str]] = [(schema, "")]
@@ -264,49 +265,44 @@ def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
         if id(node) in seen:
             continue
         seen.add(id(node))
-        keyword = _unsteered_keyword(root, node)
-        if node is not raw and keyword not in raw:
-            place = ".".join(p.replace("~1", "/").replace("~0", "~") for p in raw["$ref"][1:].split("/") if p)
-        if keyword is not None:
-            yield keyword, _joined(place, keyword)
-            if keyword in UNSTEERED:
-                continue   # its parts are not steered either: the first keyword is the one to name
+        node_place = place if node is raw else ".".join(
+            p.replace("~1", "/").replace("~0", "~") for p in raw["$ref"][1:].split("/") if p)
+        for keyword in _unsteered_keywords(root, node):
+            yield keyword, _joined(place if keyword in raw else node_place, keyword)
         options = node.get("anyOf", node.get("oneOf"))
         if isinstance(options, list):
             name = "anyOf" if "anyOf" in node else "oneOf"
-            to_visit.extend((o, _joined(place, f"{name}[{i}]")) for i, o in enumerate(options) if isinstance(o, dict))
+            to_visit.extend((o, _joined(node_place, f"{name}[{i}]")) for i, o in enumerate(options)
+                            if isinstance(o, dict))
         members = node.get("properties")
         if isinstance(members, dict):
-            to_visit.extend((member, _joined(place, f"properties.{key}")) for key, member in members.items())
+            to_visit.extend((member, _joined(node_place, f"properties.{key}")) for key, member in members.items())
         for part in ("items", "additionalProperties"):   # (a dict's values: pydantic's dict[str, X], QA223 F2)
             if isinstance(node.get(part), dict):
-                to_visit.append((node[part], _joined(place, part)))
+                to_visit.append((node[part], _joined(node_place, part)))
 
 
 def _joined(place: str, part: str) -> str:
     return f"{place}.{part}" if place else part
 
 
-def _unsteered_keyword(root: SchemaRoot, node: dict) -> str | None:
-    """The first of `node`'s own keywords the reader does not decide (its parts are checked
-    apart), or None when it decides them all."""
-    unsteered = UNSTEERED & node.keys()
-    if unsteered:
-        return next(key for key in node if key in unsteered)
+def _unsteered_keywords(root: SchemaRoot, node: dict) -> Iterator[str]:
+    """Each of `node`'s own keywords the reader does not decide (its parts are checked
+    apart), in the order they are written, then the forms it cannot read."""
+    yield from (key for key in node if key in UNSTEERED)
     if isinstance(node.get("items"), list):   # the tuple form of draft 7 (2020-12's `prefixItems`)
-        return "items"
+        yield "items"
     if "pattern" in node and usable_pattern(node) is None:   # one the reader cannot hold strings to
-        return "pattern"
+        yield "pattern"
     if not isinstance(node.get("additionalProperties", True), bool):
-        return "additionalProperties"
+        yield "additionalProperties"
     if isinstance(node.get("$ref"), str):   # a reference that does not resolve here
-        return "$ref"
+        yield "$ref"
     kinds = node.get("type")
     if kinds is not None and not set([kinds] if isinstance(kinds, str) else kinds) <= ALL_KINDS:
-        return "type"
+        yield "type"
     branches = root.branches(node)
     if branches is not None:
         firsts = [set(root.first_chars(b)) for b in branches]
         if any(a & b for i, a in enumerate(firsts) for b in firsts[i + 1:]):
-            return "anyOf" if "anyOf" in node else "oneOf"
-    return None
+            yield "anyOf" if "anyOf" in node else "oneOf"

@@ -59,6 +59,16 @@ def test_strict_refusal_leaves_what_openai_strict_mode_takes(schema):
     assert strict_refusal(schema) is None   # unsteered or steered, but not refused
 
 
+def test_strict_refusal_finds_a_refused_keyword_below_or_beside_one_taken_unenforced():
+    """A part holding a keyword `strict` takes unenforced (uniqueItems, minProperties) was
+    not walked further, and only its first such keyword was named: a refused one beside or
+    below it passed."""
+    below = _obj(s={"type": "array", "uniqueItems": True, "items": {"type": "string", "not": {"const": ""}}})
+    assert strict_refusal(below) == ("not", "properties.s.items.not")
+    beside = _obj(m={"type": "object", "minProperties": 1, "allOf": [_obj(a={"type": "string"})]})
+    assert strict_refusal(beside) == ("allOf", "properties.m.allOf")
+
+
 def test_strict_refusal_finds_a_keyword_past_a_part_that_is_only_unsteered():
     schema = _obj(u={"anyOf": [_obj(a={"type": "string"}), _obj(b={"type": "array", "items": {"type": "string"},
                                                                     "uniqueItems": True}, c={"not": {}})]})
