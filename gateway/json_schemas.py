@@ -238,13 +238,17 @@ def is_steerable(schema: dict) -> bool:
 
 def strict_refusal(schema: dict) -> tuple[str, str] | None:
     """(the keyword, its place: "properties.point.prefixItems") of the first keyword in
-    `schema` (a valid one) that `strict: true` refuses (STRICT_REFUSED), or None."""
-    return next(((keyword, place) for keyword, place in unsteered_parts(schema) if keyword in STRICT_REFUSED), None)
+    `schema` (a valid one) that `strict: true` refuses (STRICT_REFUSED), or None. Only
+    those keywords are looked for (`_refused_keywords`): a strict agent's tools come with
+    every request, and the reader's other limits (a pattern compiled, `anyOf` branches'
+    first characters) would cost ten times the walk."""
+    return next((part for part in unsteered_parts(schema, _refused_keywords) if part[0] != "schema"), None)
 
 
-def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
+def unsteered_parts(schema: object, keywords_of: Callable[["SchemaRoot", dict], Iterator[str]] | None = None
+                    ) -> Iterator[tuple[str, str]]:
     """(keyword, place) for each keyword of each part of `schema` that the reader does not
-    decide (`_unsteered_keywords`; "schema" for a part that is not an object) and where it
+    decide (`keywords_of`, by default `_unsteered_keywords`; "schema" for a part that is not an object) and where it
     is, as dotted keys from the root ("properties.a.items.not"; a part reached through a
     `$ref` is placed where the reference points: "$defs.P.allOf").
 
@@ -253,6 +257,7 @@ def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
     cannot exhaust the stack; lazily, so a caller that stops at the first costs no more
     than the walk up to it. A part's parts are walked whatever it holds, so a keyword
     `strict` refuses is found below one it takes unenforced (QA223)."""
+    keywords_of = keywords_of or _unsteered_keywords
     root = SchemaRoot(schema) if isinstance(schema, dict) else None
     seen: set[int] = set()
     to_visit: list[tuple[object, str]] = [(schema, "")]
@@ -267,7 +272,7 @@ def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
         seen.add(id(node))
         node_place = place if node is raw else ".".join(
             p.replace("~1", "/").replace("~0", "~") for p in raw["$ref"][1:].split("/") if p)
-        for keyword in _unsteered_keywords(root, node):
+        for keyword in keywords_of(root, node):
             yield keyword, _joined(place if keyword in raw else node_place, keyword)
         options = node.get("anyOf", node.get("oneOf"))
         if isinstance(options, list):
@@ -284,6 +289,12 @@ def unsteered_parts(schema: object) -> Iterator[tuple[str, str]]:
 
 def _joined(place: str, part: str) -> str:
     return f"{place}.{part}" if place else part
+
+
+def _refused_keywords(root: SchemaRoot, node: dict) -> Iterator[str]:
+    """Each of `node`'s own keywords `strict: true` refuses (STRICT_REFUSED; `items` only
+    as a list, a tuple), in the order they are written."""
+    return (key for key in node if key in STRICT_REFUSED and (key != "items" or isinstance(node[key], list)))
 
 
 def _unsteered_keywords(root: SchemaRoot, node: dict) -> Iterator[str]:
