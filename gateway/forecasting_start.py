@@ -53,8 +53,7 @@ def start_forecasting(tracer, backends: Mapping[str, object],
 
     directory = predictor_dir()
     try:
-        predictor = (Predictor.restored(directory, fit_imports=LIBRARY_IMPORTS) if directory.exists()
-                     else Predictor(fit_imports=LIBRARY_IMPORTS))
+        predictor = Predictor.restored(directory, fit_imports=LIBRARY_IMPORTS)   # (an empty one where none was saved)
     except Exception:
         log.exception("could not restore the predictor from %s; starting cold", directory)
         predictor = Predictor(fit_imports=LIBRARY_IMPORTS)
