@@ -14,7 +14,7 @@ from __future__ import annotations
 from jsonschema import SchemaError
 
 from gateway.errors import invalid_request
-from gateway.json_schemas import strict_refusal
+from gateway.schema_keywords import strict_refusal
 from gateway.schema_checks import SchemaChecker
 from gateway.schema_limits import SchemaPastLimit
 from gateway.schemas import ChatCompletionRequest, NamedToolChoice, refuse_extras
@@ -83,7 +83,7 @@ def refuse_unsteerable_strict(request: ChatCompletionRequest) -> None:
     schemas were found valid: a 400 naming the first `strict: true` schema (the
     `json_schema` response_format's, a function's parameters) that uses a keyword OpenAI's
     strict mode does not support either, which the reader cannot hold a reply to
-    (`json_schemas.STRICT_REFUSED`: `allOf`, `not`, `prefixItems`, ...), the keyword and its
+    (`schema_keywords.STRICT_REFUSED`: `allOf`, `not`, `prefixItems`, ...), the keyword and its
     place (QA220 F3). Without `strict`, such a schema is followed as far as it is steered,
     the keyword unenforced; so are the reader's other limits under `strict`."""
     response_format = request.response_format

@@ -31,9 +31,9 @@ string that meets all of them (`json_fitting.fitting_string`: the format's place
 one the pattern spells at a length within `minLength`/`maxLength`).
 
 Invariants: what the filler writes after a committed prefix closes it into one JSON
-object, valid whenever the schema uses only what `json_schemas.is_steerable` allows
+object, valid whenever the schema uses only what `schema_keywords.is_steerable` allows
 (number bounds among them: `multipleOf` where one lies within the bounds) and a finite
-value meets each of its parts (`json_schemas.Heights.endless` finds none). The pieces
+value meets each of its parts (`json_heights.Heights.endless` finds none). The pieces
 joined are the text written, whatever `can_ask` says; once it is false (the token budget
 spent) nothing is asked (each answer is "", as the model's would be). However many values
 a schema needs, the filler gives the event loop its turn every PAUSE_EVERY_VALUES values

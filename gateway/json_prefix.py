@@ -18,7 +18,7 @@ items, inside a plain string value. Text up to there is final and may be sent to
 streaming client; a partial key, number, literal, enum value or string held to a format
 or a pattern (`json_formats`: a date, a UUID, …) is held back until it is whole.
 
-Only schemas `json_schemas.is_steerable` accepts are read this way; others are validated
+Only schemas `schema_keywords.is_steerable` accepts are read this way; others are validated
 whole (`tool_forcing`).
 
 Invariant: for a steerable schema, a committed prefix is the prefix of at least one valid

@@ -21,7 +21,7 @@ each one is a prefix-cache hit):
    commas and brackets and asks the model for each missing value.
 
 A schema with constraints the reader cannot decide as text streams (`allOf`, patterns
-with look-arounds, …; `json_schemas.is_steerable`) is not streamed: the free try is kept
+with look-arounds, …; `schema_keywords.is_steerable`) is not streamed: the free try is kept
 whole when it parses and validates, else the object is filled from nothing.
 
 The callers apply the request's `stop` to a JSON reply's text (`StopCut`, `cut_at_stops`:
@@ -44,7 +44,7 @@ from shards.detokenizer import StopMatcher, stop_start_in
 
 from gateway.json_filling import CanAsk, Generate, JsonText, LeafFiller
 from gateway.json_prefix import JsonPrefix
-from gateway.json_schemas import is_steerable
+from gateway.schema_keywords import is_steerable
 from gateway.json_validity import is_valid   # patterns checked within a time bound (QA62)
 
 # Like `Generate`, the generated text as it streams.

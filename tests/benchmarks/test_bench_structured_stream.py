@@ -1,7 +1,7 @@
 """benchmarks/bench_structured_stream.py against the tiny gateway: both ways answer every
 task with a valid object, and the baseline's schema takes the whole-reply path."""
 from benchmarks.bench_structured_stream import TASKS, measure, whole_schema
-from gateway.json_schemas import is_steerable
+from gateway.schema_keywords import is_steerable
 from tests.conftest import TINY_GATEWAY_KEYS
 
 

@@ -4,7 +4,8 @@ from typing import Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from gateway.json_schemas import SchemaRoot, is_steerable, kinds_of
+from gateway.json_schemas import SchemaRoot, kinds_of
+from gateway.schema_keywords import is_steerable
 
 
 class Where(BaseModel):

@@ -16,7 +16,8 @@ import regex
 from gateway import json_fitting, json_patterns, json_schemas
 from gateway.json_fitting import fits_own_keywords, json_equal
 from gateway.json_patterns import HeldPattern, match_within
-from gateway.json_schemas import SchemaRoot, is_steerable, listed_values
+from gateway.json_schemas import SchemaRoot, listed_values
+from gateway.schema_keywords import is_steerable
 from gateway.tool_forcing import forced_json
 
 

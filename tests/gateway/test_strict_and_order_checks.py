@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from gateway.chat_checks import check_chat_request, refuse_unsteerable_strict
 from gateway.errors import ApiError
-from gateway.json_schemas import is_steerable, strict_refusal
+from gateway.schema_keywords import is_steerable, strict_refusal
 from gateway.responses_format import ResponsesRequest, to_chat_body
 from gateway.schema_checks import SchemaChecker
 from gateway.schemas import ChatCompletionRequest, validate
