@@ -121,6 +121,7 @@ class StepContext:
     service_tier: str | None = None   # "flex" when served after the default tier
     is_prefix_cached: bool = True   # its model may serve prompts' prefixes from a cache
     arrived_late_s: float = 0.0   # how much later `arrived_s` is than the request began (held at its prior end)
+    repeats_tool_runs: bool = False   # its tool results were carried already (tool_run_starts.py): no run, no gap
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +196,7 @@ class Step:
     other_choices: tuple[ChoiceOutput, ...] = ()   # choices 1.., without their text
     prompt_blocks: tuple[int, ...] | None = None   # the prompt's fingerprints (prompt_blocks.py)
     service_tier: str | None = None   # the tier it was served in ("default", "flex"), when known
+    repeats_tool_runs: bool = False   # a retry carrying results carried already: adds no tool run
 
     @property
     def is_text_answer(self) -> bool:

@@ -34,7 +34,8 @@ Invariants:
   stored request may be cut, content_rows.py): a retry of one extends the base before it, or none;
 - a step carrying tool results counts its tool run from the end of the response that
   asked for those calls (`tool_run_starts`), not the latest one: calls an agent used as a
-  tool makes under the session's id while it runs fall inside the run;
+  tool makes under the session's id while it runs fall inside the run; one carrying only
+  results an earlier response carried (a retry after a cut stream) repeats the runs;
 - a session with a request in flight never expires; an idle one expires once
   `idle_timeout_s` passed since its last activity, and its index entries go with it;
 - memory is bounded: at most `max_sessions` live sessions, `max_keys_per_session` index
@@ -58,7 +59,7 @@ from agents_trace.conversation import call_id_digest, trailing_tool_call_ids
 from agents_trace.ordered_ids import time_ordered_hex
 from agents_trace.prompt_blocks import PreviousPrompt
 from agents_trace.records import EndReason, SessionEnded, SessionId, SessionSource
-from agents_trace.tool_run_starts import note_asked_ends, tool_run_start
+from agents_trace.tool_run_starts import AskedEnds, note_asked_ends, repeats_tool_runs, tool_run_start
 from agents_trace.session_matching import SessionKey, StepMatching, StepRef
 from cache.tenant_sessions import TenantSessions
 
@@ -81,7 +82,7 @@ class SessionState:
     answered_request: tuple[bytes, int, int] | None = None   # the last base whose step generated something
     keys: deque = field(default_factory=deque)
     previous_prompt: PreviousPrompt = field(default_factory=PreviousPrompt)
-    asked_ends: dict[str, float] = field(default_factory=dict)   # call id -> its run's start (`tool_run_starts`)
+    asked_ends: AskedEnds = field(default_factory=dict)   # call id -> its run's start (`tool_run_starts`)
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ class OpenedStep:
     num_prefix_messages: int
     prefix_step: int | None
     knows_response: bool = True   # the table saw a response of the session since it went live
+    repeats_tool_runs: bool = False   # its tool results were all carried by an earlier response
 
 
 class SessionTable(StepMatching):
@@ -158,12 +160,14 @@ class SessionTable(StepMatching):
             if 0 < count <= len(digests) and digests[count - 1] == digest:
                 num_prefix, prefix_step = count, base_index
         # NOTE: a call-id match is recorded as "prefix" too (SessionSource has no value of its own)
+        answered_ids = trailing_tool_call_ids(messages)
         opened = OpenedStep(session=state.session, source=state.source if stitched is None
                             else "prefix", index=state.num_steps,
-                            prev_ended_s=tool_run_start(state.asked_ends, trailing_tool_call_ids(messages),
-                                                        state.last_ended_s), asked=dict(state.last_asked),
+                            prev_ended_s=tool_run_start(state.asked_ends, answered_ids, state.last_ended_s),
+                            asked=dict(state.last_asked),
                             num_prefix_messages=num_prefix, prefix_step=prefix_step,
-                            knows_response=state.head_index is not None)
+                            knows_response=state.head_index is not None,
+                            repeats_tool_runs=repeats_tool_runs(state.asked_ends, answered_ids))
         state.num_steps += 1
         state.num_in_flight += 1
         state.last_active_s = now_s

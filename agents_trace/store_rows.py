@@ -192,8 +192,9 @@ def reached_model(step: Step) -> bool:
 
 def _tool_runs(step: Step) -> int:
     """The tool runs a step adds to its session's `num_tool_runs`: one per tool result it
-    carries, none for a step that generated nothing (its retry counts them)."""
-    return 0 if generated_nothing(step) else len(step.after.tools)
+    carries, none for a step that generated nothing (its retry counts them), nor for the
+    retry of one cut part-way (`Step.repeats_tool_runs`: that one counted them)."""
+    return 0 if generated_nothing(step) or step.repeats_tool_runs else len(step.after.tools)
 
 
 def session_values(row: StepRow, num_bytes: int = 0) -> tuple:

@@ -14,7 +14,8 @@ Then the session waits from the step's end on the tools its response asked for
 A step that failed without generating anything (`generated_nothing`: refused, left
 while queued) adds no symbol and leaves the wait as it was: its retry is the step that
 follows the tools, so a tool run (or a user turn) is one symbol, its gap counted from
-the reply that asked for it.
+the reply that asked for it. The retry of a step cut part-way (`Step.repeats_tool_runs`)
+adds no arrival symbol either: the cut step added its tools.
 So the forecast taken right after step k ended predicts step k+1's first symbol, and its
 ETA predicts step k+1's `gap_s`.
 The control symbols and the tools' spelling are `cache.forecast`'s, which the predictor
@@ -67,8 +68,8 @@ def symbol_events(event: TraceEvent, now_s: float) -> list[SymbolEvent]:
                             max(0.0, now_s - last))]
     if generated_nothing(event):
         return []
-    out = [SymbolEvent(event.tenant, event.session, symbol, event.arrived_s, event.gap_s)
-           for symbol in arrival_symbols(event)]
+    out = [] if event.repeats_tool_runs else [SymbolEvent(event.tenant, event.session, symbol, event.arrived_s,
+                                                          event.gap_s) for symbol in arrival_symbols(event)]
     if event.is_text_answer:
         out.append(SymbolEvent(event.tenant, event.session, ASSISTANT_TEXT_SYMBOL,
                                event.ended_s, None))

@@ -21,7 +21,9 @@ A step's gap (`gap_s`, `prev_ended_s`) runs from the session's last response tha
 before it arrived, whether or not another of its steps is in flight (parallel tool
 results sent as separate requests each get one); a step that failed without generating
 anything (`generated_nothing`) is no response: it is stored without a gap, and leaves
-the session's last response end and pending calls to its retry (sessions.py). The
+the session's last response end and pending calls to its retry (sessions.py); the retry
+of a step cut part-way, carrying only tool results that step carried, has no gap and
+adds no tool run (`Step.repeats_tool_runs`: no tool ran in between). The
 client's model name is kept cut to MAX_CLIENT_ID_CHARS, as its other ids are (an unknown
 model's name is the client's text), in the store and in spans alike.
 """
@@ -188,7 +190,8 @@ class AgentTracer:
         began_s = now_s - max(0.0, arrived_ago_s)
         arrived_s = began_s
         after = hinted_after(after_of(messages, _is_first_step(opened, messages), opened.asked), hint, opened.index)
-        if after.kind == "start":   # a new conversation: no gap from an earlier one's response
+        repeats = after.kind == "tools" and opened.repeats_tool_runs
+        if after.kind == "start" or repeats:   # a new conversation, a retry: no gap from a response
             opened = dataclasses.replace(opened, prev_ended_s=None)
         if opened.prev_ended_s is not None:   # (a wall clock that stepped back keeps `now_s`, as before)
             arrived_s = max(arrived_s, min(opened.prev_ended_s, now_s))
@@ -205,7 +208,7 @@ class AgentTracer:
             num_prefix_messages=opened.num_prefix_messages, prefix_step=opened.prefix_step,
             request_params=request_params(body, headers, scheme),
             replay_tool_calls=hinted_calls(hint.tool_calls, opened.index), service_tier=service_tier,
-            arrived_late_s=arrived_s - began_s)
+            arrived_late_s=arrived_s - began_s, repeats_tool_runs=repeats)
         span = trace.get_current_span(self._propagator.extract(headers))
         if span.get_span_context().is_valid:
             ctx.remote_parent = span.get_span_context()
@@ -265,7 +268,7 @@ class AgentTracer:
             error_message=result.error_message, remote_parent=ctx.remote_parent,
             content=self._content(ctx, result), request_params=ctx.request_params,
             other_choices=tuple(dataclasses.replace(choice, text=None) for choice in result.other_choices),
-            prompt_blocks=prompt_blocks, service_tier=ctx.service_tier))
+            prompt_blocks=prompt_blocks, service_tier=ctx.service_tier, repeats_tool_runs=ctx.repeats_tool_runs))
         if ended is not None:   # after its step: the writer ends what it has opened
             self._events.offer(ended)
         return from_previous

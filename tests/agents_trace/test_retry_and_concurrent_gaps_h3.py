@@ -12,6 +12,7 @@ import pytest
 from agents_trace.export import export_lines
 from agents_trace.records import Step, StepResult, ToolCall
 from agents_trace.sessions import SessionTable
+from agents_trace.store_queries import find_session
 from agents_trace.step_outcome import generated_nothing
 from agents_trace.store_stats import StatsWindow, tenant_stats
 from agents_trace.symbols import predictor_subscriber
@@ -136,9 +137,11 @@ def test_a_rate_limited_user_turn_retried_keeps_one_user_symbol(tmp_path, clock)
         tracer.stop()
 
 
-def test_a_step_cut_part_way_is_a_response_its_retry_counts_from(tmp_path, clock):
-    """Unchanged: a step that generated tokens before it failed (a client gone mid-stream)
-    ends the tool run; the step after it counts from its end."""
+def test_a_step_cut_part_way_is_a_response_its_retry_repeats_its_tool_run(tmp_path, clock):
+    """A step that generated tokens before it failed (a client gone mid-stream) ends the
+    tool run; the SDK's retry of the same request carries results that step carried: no
+    tool ran in between (QA218 F1), so it has no gap, no `execute_tool` span, no tool
+    symbol and adds no tool run; the step after it counts from its end."""
     tracer, exporter, predictor, _ = _traced(tmp_path, clock)
     try:
         messages = [SYSTEM, USER]
@@ -154,11 +157,46 @@ def test_a_step_cut_part_way_is_a_response_its_retry_counts_from(tmp_path, clock
                                    output_text="Wor"))
         clock.advance(1.0)
         retry = tracer.begin("acme", HEADERS, _body(messages))
-        assert retry.gap_s == pytest.approx(1.0)
-        tracer.end(retry, _answer())
+        assert (retry.gap_s, retry.prev_ended_s, retry.repeats_tool_runs) == (None, None, True)
+        clock.advance(0.5)
+        tracer.end(retry, _asks(("call_s2", "slow_tool")))
+        clock.advance(2.0)
+        messages = [*messages, tool_call_message("call_s2", "slow_tool"),
+                    {"role": "tool", "tool_call_id": "call_s2", "content": "ok"}]
+        after = tracer.begin("acme", HEADERS, _body(messages))
+        assert after.gap_s == pytest.approx(2.0) and not after.repeats_tool_runs   # a new run
+        tracer.end(after, _answer())
         assert tracer.flush(5.0)
-        assert [r[5] for r in _rows(tmp_path)] == [None, pytest.approx(3.0), pytest.approx(1.0)]
-        assert len(_tool_spans(exporter)) == 2
+        rows = _rows(tmp_path)
+        assert [r[1] for r in rows] == ["start", "tool:slow_tool", "tool:slow_tool", "tool:slow_tool"]
+        assert [r[5] for r in rows] == [None, pytest.approx(3.0), None, pytest.approx(2.0)]
+        assert [s.attributes["gen_ai.tool.call.id"] for s in _tool_spans(exporter)] == ["call_s1", "call_s2"]
+        assert [s for s, _ in predictor.seen] == ["USER", "slow_tool", "slow_tool", "ASSISTANT_TEXT"]
+        [session] = find_session(tracer.store_path, SESSION, "acme")
+        assert (session["num_steps"], session["num_tool_runs"]) == (4, 2)
+    finally:
+        tracer.stop()
+
+
+def test_a_retry_carrying_a_new_result_beside_a_carried_one_is_a_tool_run(tmp_path, clock):
+    """Only a request whose results were all carried already repeats: one answering a call
+    the cut step did not (a parallel call's result sent late) counts its run."""
+    tracer, _, _, _ = _traced(tmp_path, clock)
+    try:
+        messages = [SYSTEM, USER]
+        first = tracer.begin("acme", HEADERS, _body(messages))
+        clock.advance(0.5)
+        tracer.end(first, _asks(("call_a", "slow_tool"), ("call_b", "fast_tool")))
+        clock.advance(1.0)
+        one = [*messages, tool_call_message("call_a", "slow_tool"),
+               {"role": "tool", "tool_call_id": "call_a", "content": "ok"}]
+        cut = tracer.begin("acme", HEADERS, _body(one))
+        clock.advance(0.5)
+        tracer.end(cut, StepResult(num_input_tokens=120, num_output_tokens=3, error="client_closed"))
+        both = [*one, {"role": "tool", "tool_call_id": "call_b", "content": "ok"}]
+        retry = tracer.begin("acme", HEADERS, _body(both))
+        assert not retry.repeats_tool_runs and retry.gap_s is not None
+        tracer.end(retry, _answer())
     finally:
         tracer.stop()
 
