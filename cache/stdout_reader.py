@@ -22,7 +22,8 @@ from __future__ import annotations
 import errno
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 READER_LEFT_EXIT = 128 + 13   # 128 + SIGPIPE
@@ -111,8 +112,26 @@ def run_command(command: Callable[[], int], program: str = "stepahead") -> int:
     try:
         return quiet_when_reader_leaves(command, program=program)
     except KeyboardInterrupt:
-        print(f"{program}: stopped", file=sys.stderr)
-        return INTERRUPTED_EXIT
+        return _stopped(program)
+
+
+@contextmanager
+def stopped_while_loading(module_name: str, program: str) -> Iterator[None]:
+    """Around the imports of a command's module run as `python -m` (`module_name` is its
+    `__name__`): a Ctrl+C while they load (numpy, the predictor: half a second) ends it as
+    one later on does, with one line and INTERRUPTED_EXIT, not a traceback. Imported as a
+    library (any other `module_name`), the KeyboardInterrupt passes through."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if module_name != "__main__":
+            raise
+        raise SystemExit(_stopped(program)) from None
+
+
+def _stopped(program: str) -> int:
+    print(f"{program}: stopped", file=sys.stderr)
+    return INTERRUPTED_EXIT
 
 
 def _restore_stdout(guarded: _GuardedStdout) -> None:

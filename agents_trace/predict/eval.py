@@ -41,19 +41,22 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-from tqdm import tqdm
+from cache.stdout_reader import run_command, stopped_while_loading
 
-from cache.forecast import END_SYMBOL
-from cache.stdout_reader import run_command
+PROGRAM = "python -m agents_trace.predict.eval"
 
-from .baselines import AddAlphaNgram
-from .config import PredictorConfig
-from .predictor import Predictor
-from .vocabulary import Vocabulary
+with stopped_while_loading(__name__, PROGRAM):
+    import numpy as np
+    from tqdm import tqdm
+
+    from cache.forecast import END_SYMBOL
+
+    from .baselines import AddAlphaNgram
+    from .config import PredictorConfig
+    from .predictor import Predictor
+    from .vocabulary import Vocabulary
 
 BASELINE_ALPHA = 0.1
-PROGRAM = "python -m agents_trace.predict.eval"
 
 
 @dataclass(slots=True)

@@ -27,18 +27,18 @@ import time
 from itertools import cycle, islice
 from typing import Sequence
 
-import numpy as np
-
 from cache.cli_args import positive_int
-from cache.stdout_reader import run_command
-
-from .config import PredictorConfig
-from .eval import lines_or_exit_status
-from .fit import fit_step_model
-from .predictor import Predictor
-
+from cache.stdout_reader import run_command, stopped_while_loading
 
 PROGRAM = "python -m agents_trace.predict.timing"
+
+with stopped_while_loading(__name__, PROGRAM):
+    import numpy as np
+
+    from .config import PredictorConfig
+    from .eval import lines_or_exit_status
+    from .fit import fit_step_model
+    from .predictor import Predictor
 
 
 def measure(sequences: Sequence[Sequence[str]], num_sessions: int, repeats: int) -> dict:

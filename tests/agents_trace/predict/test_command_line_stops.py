@@ -82,3 +82,33 @@ def test_a_real_pipe_closed_early(tmp_path):
     process.stdout.close()   # the reader leaves before the line is written (imports take ~0.5 s)
     _, err = process.communicate(timeout=120)
     assert (process.returncode, err.decode()) == (READER_LEFT_EXIT, "")
+
+
+class _InterruptedImport:
+    """A finder that raises KeyboardInterrupt for one module: Ctrl+C while it loads."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, name, path=None, target=None):
+        if name == self.name:
+            raise KeyboardInterrupt
+        return None
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_ctrl_c_while_its_modules_load_is_one_line_and_status_130(tmp_path, monkeypatch, capsys, module):
+    """QA223 F4: numpy and the predictor take half a second to import, before `main`."""
+    monkeypatch.delitem(sys.modules, "agents_trace.predict.predictor")
+    monkeypatch.setattr(sys, "meta_path", [_InterruptedImport("agents_trace.predict.predictor"), *sys.meta_path])
+    assert _run_as_python_m(module, monkeypatch, "--data", _data(tmp_path), *_flags(module)) == 130
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == f"python -m {module}: stopped\n"
+
+
+def test_imported_as_a_library_a_ctrl_c_while_loading_passes_through(monkeypatch):
+    monkeypatch.delitem(sys.modules, "agents_trace.predict.predictor")
+    monkeypatch.delitem(sys.modules, "agents_trace.predict.eval", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_InterruptedImport("agents_trace.predict.predictor"), *sys.meta_path])
+    with pytest.raises(KeyboardInterrupt):
+        import agents_trace.predict.eval  # noqa: F401
