@@ -15,7 +15,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from agents_trace.viewer_headers import viewer_headers
 
-SCRIPTS = ("dom.js", "charts.js", "address.js", "list_sort.js", "list.js", "session.js", "app.js")   # index.html's order
+SCRIPTS = ("dom.js", "charts.js", "address.js", "list_sort.js", "list.js", "session.js", "session_live.js",
+           "app.js")   # index.html's order
 STATIC_FILES = {**{name: "text/javascript; charset=utf-8" for name in SCRIPTS}, "app.css": "text/css; charset=utf-8"}
 
 

@@ -13,6 +13,9 @@
 const KEY_STORAGE = "stepahead.key";
 
 const LIVE_INTERVAL_MS = 2000;
+// Live on a session it found deleted (session.js `showGone`): asked for again this often only
+const LIVE_GONE_INTERVAL_MS = 30000;
+const SESSION_NOT_FOUND = "Session not found (or not visible to this key).";
 // Live's refresh of the lines over the list (list.js `refreshFigures`): its window's
 // figures walk every step in the window on the gateway, the whole store by default
 const LIVE_FIGURES_INTERVAL_MS = 30000;
@@ -33,11 +36,13 @@ const MAX_RESTORED_ROWS = 5000;  // what a list URL's `rows` may ask for
 // elsewhere shows nothing; `liveTimer`: the Live timer (`setLive`); `busy`: the Live refresh,
 // list "load more" or session "load more"/"load earlier" in flight (`inTurn`), or null;
 // `figuresTimer`: the list's Live timer for the lines over it (`setLive`); `figures`: those
-// lines on their way (list.js `loadListFigures`), or null
+// lines on their way (list.js `loadListFigures`), or null; `gone`: Live found the session
+// shown deleted (session.js `showGone`): its view hidden, `session` kept only to ask for it again
 const view = { me: null, sessionsLoaded: 0, sessionsBefore: null, sessionsRows: 0, sessionsShown: new Set(),
                sessionsByKey: new Map(),
                steps: [], stepsStart: 0, stepsEnd: 0, session: null, requestId: "", openContent: new Set(),
-               contents: new Map(), liveTimer: null, busy: null, route: 0, figuresTimer: null, figures: null };
+               contents: new Map(), liveTimer: null, busy: null, route: 0, figuresTimer: null, figures: null,
+               gone: false };
 
 function setStatus(text) { showVisible($("status"), text || ""); }
 
@@ -127,12 +132,13 @@ async function downloadFile(path, name) {
 // session) is skipped, so two never start from the same steps or rows shown (and add the
 // same new ones twice), and a slow gateway gets no pile of requests. A call the gateway
 // never answers fails after FETCH_TIMEOUT_MS (`api`), so it holds Live up no longer.
-// Ticking the box again or changing views starts a new timer, not a second refresh.
+// Ticking the box again or changing views starts a new timer, not a second refresh. A
+// session Live found deleted (`view.gone`) is asked for every LIVE_GONE_INTERVAL_MS only.
 function setLive() {
   if (view.liveTimer) { clearInterval(view.liveTimer); view.liveTimer = null; }
   const listLive = $("f-live").checked && !$("sessions-view").hidden;
-  if ($("live").checked && view.session && !$("session-view").hidden) {
-    view.liveTimer = setInterval(() => liveTick(refreshLive), LIVE_INTERVAL_MS);
+  if ($("live").checked && view.session && (view.gone || !$("session-view").hidden)) {
+    view.liveTimer = setInterval(() => liveTick(refreshLive), view.gone ? LIVE_GONE_INTERVAL_MS : LIVE_INTERVAL_MS);
   } else if (listLive) {
     view.liveTimer = setInterval(() => liveTick(refreshList), LIVE_INTERVAL_MS);
   }
@@ -172,6 +178,7 @@ async function route() {
   const ticket = ++view.route;
   $("sessions-view").hidden = true;
   $("session-view").hidden = true;
+  view.gone = false;
   setLive();   // off while another view shows
   if (!apiKey()) { setStatus("Enter an API key to see your agent sessions."); return; }
   try {
@@ -198,7 +205,7 @@ async function route() {
     if (error.status === 401 || error.badKey) {
       view.me = null; $("who").textContent = ""; $("tracing-off").hidden = true;
     }
-    setStatus(error.status === 404 ? "Session not found (or not visible to this key)."
+    setStatus(error.status === 404 ? SESSION_NOT_FOUND
       : error.status ? `Error ${error.status}: ${error.message}`
       : error.badKey ? error.message : `Error: ${error.message}`);
   }

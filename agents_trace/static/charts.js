@@ -33,27 +33,36 @@ function fitText(text, maxW, width) {
   return chars.slice(0, low).join("") + "…";
 }
 
-// An SVG text of `full` (escaped, as `svg` writes it) cut to `shown`, with the whole text
-// as its tooltip when cut.
+// `parts` (dom.js `visibleParts`) cut as `fitText` cuts their text, each piece keeping its
+// mark (an escape stays marked in the timeline, cut or not).
+function fitParts(parts, maxW, width) {
+  const text = partsText(parts), shown = fitText(text, maxW, width);
+  return shown === text ? parts : [...sliceParts(parts, shown.length - "…".length), { text: "…", esc: false }];
+}
+
+// An SVG text of `shown` (pieces, their escapes marked: dom.js `svgParts`), with the whole
+// text `full` (escaped, as `visible` writes it; a tooltip is plain text) as its tooltip when cut.
 function labelNode(attrs, full, shown) {
-  const node = svg("text", attrs, shown);
-  if (shown !== full) node.append(svg("title", {}, full));
+  const node = svgParts("text", attrs, shown);
+  if (partsText(shown) !== full) node.append(svg("title", {}, full));
   return node;
 }
 
 // A step's right-hand label, `tools gap s → chat cached/prompt tok cached → asked for`,
 // in at most `maxW` px: the middle part always whole, the tools and what was asked for
-// cut to the room left (what was asked for first given its own width, up to half).
+// cut to the room left (what was asked for first given its own width, up to half):
+// `full`, its text, and `shown`, the pieces shown (`visibleParts`: escapes marked).
 function numbersLabel(s, tools, maxW, width) {
-  const head = visible(tools);
+  const head = visibleParts(tools);
   const middle = (tools ? ` ${fmtS(s.gap_s)} s → ` : "") + `chat ${s.num_cached_tokens}/${s.num_input_tokens} tok cached → `;
-  const asked = visible(askedFor(s));
-  const full = head + middle + asked;
-  if (width(full) <= maxW) return { full, shown: full };
+  const asked = visibleParts(askedFor(s));
+  const whole = [...head, { text: middle, esc: false }, ...asked];
+  const full = partsText(whole);
+  if (width(full) <= maxW) return { full, shown: whole };
   const room = Math.max(0, maxW - width(middle));
-  const shownHead = head ? fitText(head, Math.max(room - width(asked), room / 2), width) : "";
-  const shownAsked = fitText(asked, Math.max(0, room - width(shownHead)), width);
-  return { full, shown: shownHead + middle + shownAsked };
+  const shownHead = head.length ? fitParts(head, Math.max(room - width(partsText(asked)), room / 2), width) : [];
+  const shownAsked = fitParts(asked, Math.max(0, room - width(partsText(shownHead))), width);
+  return { full, shown: [...shownHead, { text: middle, esc: false }, ...shownAsked] };
 }
 
 function renderGantt(steps) {
@@ -71,11 +80,11 @@ function renderGantt(steps) {
   box.append(root);   // on the page, so its text has the page's font to measure
   const width = textMeasurer(probe);
   probe.remove();
-  const lefts = steps.map((s) => visible(`#${s.index} after ${s.after_label}`));
+  const lefts = steps.map((s) => visibleParts(`#${s.index} after ${s.after_label}`));
   const rights = steps.map((s) => numbersLabel(s, s.after_tools.map((c) => c.name).join(", "),
                                                GANTT_NUMBERS_MAX, width));
-  const labelW = Math.min(GANTT_LABEL_MAX, Math.max(...lefts.map(width))) + GANTT_PAD;
-  const textW = Math.max(...rights.map((r) => width(r.shown))) + GANTT_PAD;
+  const labelW = Math.min(GANTT_LABEL_MAX, Math.max(...lefts.map((l) => width(partsText(l))))) + GANTT_PAD;
+  const textW = Math.max(...rights.map((r) => width(partsText(r.shown)))) + GANTT_PAD;
   const plotW = 760, rowH = 22, top = 24;
   const x = (t) => labelW + (t - start) / span * plotW;
   const height = top + steps.length * rowH + 8;
@@ -92,22 +101,23 @@ function renderGantt(steps) {
   steps.forEach((s, row) => {
     const y = top + row * rowH;
     const group = svg("g", { class: "gantt-row", "data-step": s.index });
-    group.append(labelNode({ x: 4, y: y + 14, class: "gantt-label" }, lefts[row],
-                           fitText(lefts[row], labelW - GANTT_PAD, width)));
+    group.append(labelNode({ x: 4, y: y + 14, class: "gantt-label" }, partsText(lefts[row]),
+                           fitParts(lefts[row], labelW - GANTT_PAD, width)));
     const tools = s.after_tools.map((c) => c.name).join(", ");
     if (s.after_kind === "tools" && s.prev_ended_s !== null) {
       const bar = svg("rect", { x: x(s.prev_ended_s), y: y + 3, height: rowH - 6, fill: "#e0a030",
         width: Math.max(1, x(s.arrived_s) - x(s.prev_ended_s)), class: "tool-bar" });
-      bar.append(svg("title", {}, `tool run: ${tools}\n${fmtS(s.gap_s)} s`));
+      bar.append(svg("title", {}, `tool run: ${visible(tools)}\n${fmtS(s.gap_s)} s`));
       group.append(bar);
     }
     const llmW = Math.max(2, x(s.ended_s) - x(s.arrived_s));
     const llm = svg("rect", { x: x(s.arrived_s), y: y + 3, width: llmW, height: rowH - 6,
       fill: s.error ? "#c62828" : "#3b7dd8", class: "llm-bar" });
-    llm.append(svg("title", {}, `chat ${s.model} (step ${s.index})\nprompt ${s.num_input_tokens}` +
+    // a tooltip's lines are its own: the data in them escaped first (a newline a name holds is `\n`)
+    llm.append(svg("title", {}, `chat ${visible(s.model)} (step ${s.index})\nprompt ${s.num_input_tokens}` +
       ` tok, cached ${s.num_cached_tokens}, output ${s.num_output_tokens}\nTTFT ${fmtMs(s.ttft_s)}` +
-      ` ms, worker ${s.worker || "—"}${s.service_tier === "flex" ? " (flex tier)" : ""}\nasked for: ${askedFor(s)}` +
-      (s.response_id ? `\nrequest ${s.response_id}` : "")));
+      ` ms, worker ${visible(s.worker || "—")}${s.service_tier === "flex" ? " (flex tier)" : ""}` +
+      `\nasked for: ${visible(askedFor(s))}` + (s.response_id ? `\nrequest ${visible(s.response_id)}` : "")));
     group.append(llm);
     if (s.ttft_s !== null && !s.error) {
       group.append(svg("rect", { x: x(s.arrived_s), y: y + 3, height: rowH - 6, fill: "#1f4f99",
@@ -144,10 +154,11 @@ function contextTitle(s) {
     return `step ${s.index}: prompt ${s.num_input_tokens} tok, cached ` +
       `${s.num_cached_tokens} (${pct(s.num_cached_tokens, s.num_input_tokens)})`;
   }
-  if (!isUncounted(s)) return `step ${s.index}: refused (${s.error}), prompt ${s.num_input_tokens} tok never processed`;
-  return `step ${s.index}: refused (${s.error}) before its prompt was counted` +
+  const error = visible(s.error);   // escaped before the lines are joined: its newlines are `\n`
+  if (!isUncounted(s)) return `step ${s.index}: refused (${error}), prompt ${s.num_input_tokens} tok never processed`;
+  return `step ${s.index}: refused (${error}) before its prompt was counted` +
     (isPastContext(s) ? ", past the context (drawn at the top)" : ", size unknown") +
-    (s.error_message ? `\n${s.error_message}` : "");
+    (s.error_message ? `\n${visible(s.error_message)}` : "");
 }
 
 // Prompt and cached tokens per step, and the cache hit line. The scale is the served

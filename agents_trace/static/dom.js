@@ -1,8 +1,8 @@
 // stepahead trace viewer: the page's text and nodes. Every text written shows control and
 // bidi characters escaped (`visible`), so it cannot hide or reorder what is around it, and
-// in the page's text each escape is marked (`visibleNodes`), so it never reads as text the
-// client sent; nodes are made with textContent and attributes, never innerHTML. Loaded
-// before app.js.
+// in the page's text each escape is marked (`visibleNodes`; in SVG text `svgParts`), so it
+// never reads as text the client sent (a tooltip is plain text: escaped, not marked); nodes
+// are made with textContent and attributes, never innerHTML. Loaded before app.js.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -32,18 +32,39 @@ const jsonVisible = (json) => json.replace(HIDDEN_IN_JSON,
 // escaped tab (`tab\there`, marked) never looks like a backslash and a `t` the text holds
 // (`tab\there` as typed, unmarked) (QA194 F3).
 function visibleNodes(text) {
-  const raw = String(text), nodes = [];
-  let last = 0;
-  for (const m of raw.matchAll(HIDDEN_CHARS)) {
-    if (m.index > last) nodes.push(document.createTextNode(raw.slice(last, m.index)));
+  const nodes = visibleParts(text).map((part) => {
+    if (!part.esc) return document.createTextNode(part.text);
     const esc = document.createElement("span");
     esc.className = "esc";
-    esc.textContent = visible(m[0]);
-    nodes.push(esc);
+    esc.textContent = part.text;
+    return esc;
+  });
+  return nodes.length ? nodes : [document.createTextNode("")];
+}
+// `text` as `visible` writes it, in pieces `{text, esc}`: each escape it wrote a piece of its
+// own (`esc` true), the text between them another; joined, the pieces are `visible(text)`.
+function visibleParts(text) {
+  const raw = String(text), parts = [];
+  let last = 0;
+  for (const m of raw.matchAll(HIDDEN_CHARS)) {
+    if (m.index > last) parts.push({ text: raw.slice(last, m.index), esc: false });
+    parts.push({ text: visible(m[0]), esc: true });
     last = m.index + m[0].length;
   }
-  if (last < raw.length || !nodes.length) nodes.push(document.createTextNode(raw.slice(last)));
-  return nodes;
+  if (last < raw.length) parts.push({ text: raw.slice(last), esc: false });
+  return parts;
+}
+const partsText = (parts) => parts.map((part) => part.text).join("");
+// The pieces' first `length` UTF-16 units (of `partsText`), each piece keeping its mark: an
+// escape cut short ("\u20…") stays marked.
+function sliceParts(parts, length) {
+  const out = [];
+  for (const part of parts) {
+    if (length <= 0) break;
+    out.push(part.text.length <= length ? part : { text: part.text.slice(0, length), esc: part.esc });
+    length -= part.text.length;
+  }
+  return out;
 }
 const showVisible = (node, text) => node.replaceChildren(...visibleNodes(text));
 // An id as `stepahead traces show`, the API and /ui's filter take it when pasted: the id
@@ -94,11 +115,28 @@ function namesCell(attrs, text, mark = "") {
   return el("td", { ...attrs, class: "text names" + (attrs.class ? " " + attrs.class : ""), title }, ...nodes);
 }
 
-// `text` line by line: a tooltip's lines are its own newlines
+// `text` line by line: a tooltip's lines are its own newlines (a `<title>` is plain text,
+// so its escapes cannot be marked: a newline its data holds is escaped by its caller)
 function svg(tag, attrs, text) {
   const node = document.createElementNS(SVG_NS, tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
   if (text !== undefined) node.textContent = String(text).split("\n").map(visible).join("\n");
+  return node;
+}
+
+// An SVG text of `parts` (`visibleParts`, `sliceParts`), each escape a `tspan.esc` (app.css),
+// so the timeline tells an escaped tab (`tab\there`, marked) from a backslash and a `t` the
+// text holds, as the steps table does (QA218 F2); the text between escapes is one text node.
+function svgParts(tag, attrs, parts) {
+  const node = svg(tag, attrs);
+  let plain = "";
+  const flush = () => { if (plain) node.append(document.createTextNode(visible(plain))); plain = ""; };
+  for (const part of parts) {
+    if (!part.esc) { plain += part.text; continue; }
+    flush();
+    node.append(svg("tspan", { class: "esc" }, part.text));
+  }
+  flush();
   return node;
 }
 

@@ -1,5 +1,5 @@
 // stepahead trace viewer: one session (its summary, charts and steps, a page at a time,
-// each step's messages on request, Live steps). Loaded before app.js.
+// each step's messages on request; Live: session_live.js). Loaded before app.js.
 "use strict";
 
 // A tool named as a control step (USER, ASSISTANT_TEXT, END) or with a reserved prefix
@@ -240,6 +240,7 @@ async function loadSession(tenant, session, how, requestId = "") {
   }
   if (how !== "earlier") $("more-steps").hidden = !detail.steps.has_more;
   $("session-view").hidden = false;
+  view.gone = false;   // found again (Live, after `showGone`): Live at its usual pace (`setLive`)
   renderSession(how === "more" ? page : null);
   renderStepsShown();
   const found = how === "open" && detail.request_step && $("steps").querySelector("tr.step-row.found");
@@ -249,59 +250,4 @@ async function loadSession(tenant, session, how, requestId = "") {
   if (how === "open") $("session-title").focus({ preventScroll: Boolean(found) });
   setStatus("");
   setLive();
-}
-
-// Live, every LIVE_INTERVAL_MS while its box is ticked, the session open or ended: an
-// ended session opens again when its agent goes on under its id (after an idle end, a
-// restart), so Live stays available and on (QA205 F6). On its last page, the steps
-// after those shown are added. Before its last page (later steps wait behind "Load more
-// steps"), the summary and "Showing steps … of N" keep up, and new steps wait there too:
-// they come after those, in index order, so none is shown out of order or twice. A step
-// that arrived out of order (a session's concurrent calls: a long call stored after a
-// shorter one that began after it) among or before those shown, or a session deleted and
-// begun again under its id, moves or replaces the last step shown: each refresh asks from
-// that step on (`sameStep`), and anything else there reloads the session (its first page,
-// or the one holding the outlined step), as does its end (or opening again) on its last
-// page; an ended session with nothing new costs one small request a tick. A refresh that
-// succeeds clears the status line: an error a refresh showed (the session deleted, the
-// gateway restarting) is over.
-async function refreshLive() {
-  if (document.hidden) return;
-  if ($("more-steps").hidden === false) { await refreshBeforeLastPage(); return; }
-  const s = view.session, ticket = view.route, last = view.steps[view.steps.length - 1];
-  const from = last ? view.stepsEnd - 1 : view.stepsEnd;
-  const detail = sessionReply(await api(sessionPath(s.session) + "?" + stepsQuery(s.tenant, from, STEPS_PAGE)));
-  if (ticket !== view.route) return;
-  setStatus("");
-  const page = detail.steps.data;
-  const added = last ? page.slice(1) : page;
-  const inPlace = !last || (page.length > 0 && sameStep(page[0], last));
-  const sameState = detail.session.is_open === s.is_open && detail.session.end_reason === s.end_reason;
-  if (inPlace && detail.session.num_steps === view.stepsEnd + added.length && sameState) {
-    if (!added.length) return;
-    view.session = detail.session;
-    view.steps = view.steps.concat(added);
-    view.stepsEnd += added.length;
-    renderSession(added);
-    renderStepsShown();
-    return;
-  }
-  await loadSession(s.tenant, s.session, "reload");
-}
-
-// Live before the session's last page: the session again, with the last step shown (still
-// at its offset when no step arrived among or before those shown).
-async function refreshBeforeLastPage() {
-  const s = view.session, ticket = view.route, last = view.steps[view.steps.length - 1];
-  const detail = sessionReply(await api(sessionPath(s.session) + "?" +
-    stepsQuery(s.tenant, Math.max(0, view.stepsEnd - 1), 1)));
-  if (ticket !== view.route) return;
-  setStatus("");
-  const again = detail.steps.data[0];
-  if (!last || !again || !sameStep(again, last)) { await loadSession(s.tenant, s.session, "reload"); return; }
-  if (JSON.stringify(detail.session) === JSON.stringify(s)) return;   // nothing new
-  view.session = detail.session;
-  $("more-steps").hidden = !detail.steps.has_more;
-  renderSummary();   // its end too: Live goes on (it may open again)
-  renderStepsShown();
 }

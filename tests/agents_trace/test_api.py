@@ -17,7 +17,8 @@ from tests.agents_trace.long_sessions import add_user_turns
 from tests.gateway.serving import start_server
 
 # the page's scripts, in the order index.html loads them (app.js last: it starts the page)
-SCRIPTS = ("dom.js", "charts.js", "address.js", "list_sort.js", "list.js", "session.js", "app.js")
+SCRIPTS = ("dom.js", "charts.js", "address.js", "list_sort.js", "list.js", "session.js", "session_live.js",
+           "app.js")
 KEYS = {"k-acme": Viewer("acme"), "k-globex": Viewer("globex"),
         "k-admin": Viewer("ops", is_admin=True)}
 
