@@ -67,7 +67,7 @@ async def create_batch(request: Request, state: GatewayState, tenant: str) -> Re
                   now, now + window_s, metadata, output_expires_after_s=output_expires_after_s)
     # an unknown model fails the batch at once, as OpenAI's check of the file does (QA153 finding 5),
     # and so does one that cannot serve the endpoint (QA212 F4: each line was its own 400)
-    served = endpoint_refusals(state.backends, batch.endpoint)
+    served = endpoint_refusals(state.models_for(tenant), batch.endpoint)
     return JSONResponse((await state.batches.create(batch, served)).as_object())
 
 

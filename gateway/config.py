@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from collections import Counter
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from agents_trace.config import TraceConfig, TraceConfigError, data_file, parse_trace_config
@@ -26,7 +27,8 @@ from gateway.file_quota import DEFAULT_FILE_BYTES_PER_TENANT
 from gateway.model_configs import (DEFAULT_LOCAL_MODEL, LocalModelConfig, ModelConfig,  # noqa: F401 (re-exported)
                                    UpstreamModelConfig, engine_tenants_problem, model_config)
 from gateway.tenant_config import (UNAUTHENTICATED, LimitsConfig, TenantConfig,  # noqa: F401 (re-exported)
-                                   demo_key_from, key_digest, parse_tenant, tenant_name_problem)
+                                   demo_key_from, key_digest, parse_tenant, tenant_name_problem,
+                                   unserved_tenant_model)
 
 # The KV policy of a local model whose [models.engine] names none. NOTE: the engine's own
 # default stays "lru": only the gateway runs the predictor whose forecasts drive this one,
@@ -94,6 +96,8 @@ class GatewayConfig:
     # trace-viewer request, whatever the number of tenants).
     admins: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
     flex_tenants: frozenset[str] = field(init=False, repr=False, compare=False, default=frozenset())
+    # The models each tenant that names its `models` may use (tenants not here: every model).
+    tenant_models: Mapping[str, frozenset[str]] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def resolved_responses_db(self, environ: Mapping[str, str] = os.environ) -> Path | None:
         """Where stored Responses live: config, then $STEPAHEAD_RESPONSES_DB, then the
@@ -133,6 +137,8 @@ class GatewayConfig:
                 raise ConfigError(f"duplicate {kind} name(s): {sorted(duplicates)}")
         object.__setattr__(self, "admins", frozenset(t.name for t in self.tenants if t.admin))
         object.__setattr__(self, "flex_tenants", frozenset(t.name for t in self.tenants if t.service_tier == "flex"))
+        object.__setattr__(self, "tenant_models", MappingProxyType(
+            {t.name: frozenset(t.models) for t in self.tenants if t.models is not None}))
         owners: dict[str, str] = {}
         for tenant in self.tenants:
             for digest in tenant.key_digests:
@@ -173,7 +179,8 @@ def parse_config(data: dict) -> GatewayConfig:
         raise ConfigError("the config needs at least one [[models]] and one [[tenants]]")
     if sum(t.kv_share for t in tenants) > 1.0 + 1e-9:
         raise ConfigError("tenants' kv_share values sum to more than 1 (they are fractions of the hot KV blocks)")
-    problem = engine_tenants_problem(models, {tenant.name for tenant in tenants})
+    problem = (engine_tenants_problem(models, {tenant.name for tenant in tenants})
+               or unserved_tenant_model(tenants, {model.name for model in models}))
     if problem:
         raise ConfigError(problem)
     server = table_at(data.get("server", {}), "server")

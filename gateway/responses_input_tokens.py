@@ -38,12 +38,12 @@ async def count_input_tokens(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
-        model = model_label(state, body)
+        model = model_label(state, body, tenant)
         if isinstance(body, dict):
             body = {"input": [], **body}
         parsed = validate(ResponsesRequest, body)
         history = await history_before(state, tenant, parsed)
-        backend = state.backend(parsed.model)
+        backend = state.backend(parsed.model, tenant)
         model = parsed.model
         if backend.owned_by == "upstream":
             raise invalid_request(f"Input tokens are counted for local models only; '{model}' is an upstream "

@@ -101,7 +101,7 @@ async def create_response(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
-        model = model_label(state, body)   # a request refused by its checks counts under its model too
+        model = model_label(state, body, tenant)   # a request refused by its checks counts under its model too
         check_message_count(body, "input")
         checked = validate(ResponsesRequest, body)
         checked_metadata(checked.metadata)   # out of range: no valid request, untraced (request_metadata)
@@ -114,7 +114,7 @@ async def create_response(request: Request) -> Response:
             _check_room_for_background(state, tenant)
         hold = state.conversation_locks.take(tenant, parsed.conversation_id())
         history = await history_before(state, tenant, parsed)
-        backend = state.backend(parsed.model)  # an unknown model is a 404 before its name is a metric label
+        backend = state.backend(parsed.model, tenant)  # an unknown model is a 404 before its name is a metric label
         if parsed.conversation is not None:   # a turn whose input alone cannot be kept runs no model
             await state.conversations.check_turn_room(tenant, turn_items(input_items(parsed, response_id), []),
                                                       state.config.conversation_bytes_per_tenant)

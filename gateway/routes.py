@@ -76,12 +76,16 @@ def gateway_state(request: Request) -> GatewayState:
     return request.app.state.gateway
 
 
-def model_label(state: GatewayState, body: object) -> str:
-    """The metric label of a request whose JSON `body` was read: the model it names when
-    that is a configured model's name (so a request refused by its checks counts under its
-    model, as one refused later does), else "" (never a client's string: label cardinality)."""
+def model_label(state: GatewayState, body: object, tenant: str) -> str:
+    """The metric label of `tenant`'s request whose JSON `body` was read: the model it
+    names when that is a model the tenant may use (so a request refused by its checks
+    counts under its model, as one refused later does), else "" (never a client's string:
+    label cardinality)."""
     model = body.get("model") if isinstance(body, dict) else None
-    return model if isinstance(model, str) and model in state.backends else ""
+    if not isinstance(model, str) or model not in state.backends:
+        return ""
+    allowed = state.config.tenant_models.get(tenant)
+    return model if allowed is None or model in allowed else ""
 
 
 def tenant_endpoint(handler: Callable[[Request, GatewayState, str], Awaitable[Response]]
@@ -123,7 +127,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
-        model = model_label(state, body)
+        model = model_label(state, body, tenant)
         if is_chat:
             check_message_count(body, "messages")
             chat = validate(ChatCompletionRequest, body)
@@ -133,7 +137,7 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
                                  check_chat_request, parsed, tenant, state.schemas)
         else:
             parsed = validate(CompletionRequest, body)
-        backend = state.backend(parsed.model)
+        backend = state.backend(parsed.model, tenant)
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         model = parsed.model
         refused = state.limiters[tenant].early_refusal(max_reservation(backend, parsed.n, is_chat=is_chat))
@@ -182,9 +186,9 @@ async def embeddings(request: Request) -> Response:
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
-        model = model_label(state, body)
+        model = model_label(state, body, tenant)
         parsed = validate(EmbeddingsRequest, body)
-        backend = state.backend(parsed.model)
+        backend = state.backend(parsed.model, tenant)
         model = parsed.model
         refused = embeddings_refusal(model, backend)
         if refused is not None:
@@ -223,20 +227,23 @@ async def embeddings(request: Request) -> Response:
         return refusal(state, error, tenant, None)
 
 
-def _model_object(state: GatewayState, name: str) -> dict:
-    return {"id": name, "object": "model", "created": state.created_s, "owned_by": state.backend(name).owned_by}
+def _model_object(state: GatewayState, name: str, tenant: str) -> dict:
+    return {"id": name, "object": "model", "created": state.created_s,
+            "owned_by": state.backend(name, tenant).owned_by}
 
 
 @tenant_endpoint
 async def list_models(request: Request, state: GatewayState, tenant: str) -> Response:
-    """GET /v1/models: every model this gateway serves."""
-    return JSONResponse({"object": "list", "data": [_model_object(state, name) for name in state.backends]})
+    """GET /v1/models: every model this gateway serves that the tenant may use."""
+    return JSONResponse({"object": "list", "data": [_model_object(state, name, tenant)
+                                                    for name in state.models_for(tenant)]})
 
 
 @tenant_endpoint
 async def retrieve_model(request: Request, state: GatewayState, tenant: str) -> Response:
-    """GET /v1/models/{model}: one model object, or a 404 "model_not_found"."""
-    return JSONResponse(_model_object(state, request.path_params["model"]))
+    """GET /v1/models/{model}: one model object, or a 404 "model_not_found" (a model the
+    tenant may not use included)."""
+    return JSONResponse(_model_object(state, request.path_params["model"], tenant))
 
 
 @tenant_endpoint
@@ -245,7 +252,7 @@ async def delete_model(request: Request, state: GatewayState, tenant: str) -> Re
     "model_not_found" for a model not served, as GET's; a served one is the gateway's
     configuration, never deleted through the API: a 403 saying so."""
     name = request.path_params["model"]
-    state.backend(name)   # the 404 for a model not served
+    state.backend(name, tenant)   # the 404 for a model not served (to this tenant)
     raise ApiError(403, f"The model '{name}' is part of this gateway's configuration and cannot be deleted "
                    "through the API; remove it from the config file instead.", "invalid_request_error",
                    "model_not_deletable", "model")

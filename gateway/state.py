@@ -60,11 +60,22 @@ class GatewayState:
         for backend in self.backends.values():
             backend.cancel_start()
 
-    def backend(self, model: str) -> Backend:
+    def backend(self, model: str, tenant: str) -> Backend:
+        """The backend of `model` for `tenant`'s request: a 404 `model_not_found` for a
+        model not served, or one its `models` leave out (as OpenAI answers a model a key
+        has no access to), naming only the models the tenant may use."""
         backend = self.backends.get(model)
-        if backend is None:
-            raise model_not_found(model, sorted(self.backends))
+        allowed = self.config.tenant_models.get(tenant)
+        if backend is None or (allowed is not None and model not in allowed):
+            raise model_not_found(model, sorted(self.models_for(tenant)))
         return backend
+
+    def models_for(self, tenant: str) -> dict[str, Backend]:
+        """The served models `tenant`'s requests may use, in the config's order."""
+        allowed = self.config.tenant_models.get(tenant)
+        if allowed is None:
+            return dict(self.backends)
+        return {name: backend for name, backend in self.backends.items() if name in allowed}
 
 
 def batch_runner(state: GatewayState, root, concurrency: int, *, yields: bool) -> BatchRunner:

@@ -16,14 +16,15 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from gateway.config_values import KEY_IN_PLACE_OF_NAME, ConfigError, key_setting, reject_unknown_keys, take, \
     table_at
 
-TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier")
+TENANT_KEYS = ("name", "api_key_sha256", "api_key_env", "weight", "kv_share", "admin", "limits", "service_tier",
+               "models")
 TENANT_TIERS = ("default", "flex")
 UNAUTHENTICATED = "unauthenticated"   # the tenant a request's metrics name before its key is checked; no tenant may be named so
 
@@ -100,7 +101,9 @@ class TenantConfig:
     blocks reserved for it (0 = none reserved); `admin` keys see every tenant's traces and
     metrics; `service_tier` "flex" serves every request of the tenant to a local model in
     the flex tier, whatever the request asks (an offline or evaluation tenant that must not
-    slow the agents)."""
+    slow the agents); `models` the names of the models its requests may use (None: every
+    model the gateway serves; never empty), the others as unknown to it as a model not
+    served (GatewayState.backend)."""
 
     name: str
     key_digests: tuple[str, ...]
@@ -109,6 +112,7 @@ class TenantConfig:
     kv_share: float = 0.0
     admin: bool = False
     service_tier: str = "default"
+    models: tuple[str, ...] | None = None
 
 
 
@@ -173,4 +177,29 @@ def parse_tenant(table: dict, index: int) -> TenantConfig:
     return TenantConfig(name=name, key_digests=tuple(d.lower() for d in digests),
                         limits=_limits(table.get("limits", {}), f"{where}.limits"),
                         weight=weight, kv_share=kv_share,
-                        admin=bool(take(table, "admin", bool, where, False)), service_tier=tier)
+                        admin=bool(take(table, "admin", bool, where, False)), service_tier=tier,
+                        models=_models(table, where))
+
+
+def _models(table: dict, where: str) -> tuple[str, ...] | None:
+    """`tenants[i].models`: a list of model names, in order, each once; None when absent."""
+    if "models" not in table:
+        return None
+    value = take(table, "models", list, where)
+    if not value:
+        raise ConfigError(f"{where}.models is empty: leave it out to let the tenant use every model (to stop "
+                          "its traffic, remove the tenant or set its token_budget = 0)")
+    if not all(isinstance(name, str) and name.strip() for name in value):
+        raise ConfigError(f"{where}.models must be a list of model names, not {value!r}")
+    return tuple(dict.fromkeys(value))
+
+
+def unserved_tenant_model(tenants: Iterable[TenantConfig], served: Collection[str]) -> str | None:
+    """Why a tenant's `models` name a model the config does not serve (a typo would leave
+    the tenant without it, and every request naming it a 404), else None."""
+    for index, tenant in enumerate(tenants):
+        for name in tenant.models or ():
+            if name not in served:
+                return (f"tenants[{index}].models names {name!r}, which no [[models]] entry serves "
+                        f"(served: {', '.join(map(repr, sorted(served)))})")
+    return None

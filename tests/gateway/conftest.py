@@ -5,7 +5,8 @@ upstream model answered by litellm's `mock_response` ("mock"), and an upstream m
 behind a fake OpenAI-compatible server reached through `api_base`, via litellm ("fake")
 and forwarded directly ("fake-direct", `passthrough = true`). Tenants
 with different limits keep the tests that exhaust limits away from the rest; "ops" is the
-admin (sees every tenant's metrics and traces); "offline" is served in the flex tier.
+admin (sees every tenant's metrics and traces); "offline" is served in the flex tier;
+"fenced" may use only FENCED_MODELS.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from tests.gateway.serving import RunningServer, start_server  # noqa: E402
 KEYS = {"alpha": "sk-test-alpha", "beta": "sk-test-beta", "rpm": "sk-test-rpm",
         "conc": "sk-test-conc", "budget": "sk-test-budget", "tpm": "sk-test-tpm",
         "cancel": "sk-test-cancel", "ops": "sk-test-ops", "paced": "sk-test-paced", "offline": "sk-test-offline",
-        "faults": "sk-test-faults", "embed_budget": "sk-test-embed-budget"}
+        "faults": "sk-test-faults", "embed_budget": "sk-test-embed-budget", "fenced": "sk-test-fenced"}
 LIMITS = {"rpm": {"requests_per_minute": 3},
           "conc": {"max_concurrent": 1, "max_queued": 1},
           "budget": {"token_budget": 400},   # test_tenancy spends it all
@@ -34,6 +35,7 @@ LIMITS = {"rpm": {"requests_per_minute": 3},
           "cancel": {"max_concurrent": 1, "max_queued": 4},
           "paced": {"requests_per_minute": 1000, "tokens_per_minute": 100000}}
 MAX_BODY_BYTES = 256 * 1024
+FENCED_MODELS = ["mock", "fake"]   # the only models tenant "fenced" may use (test_tenant_models)
 
 
 @dataclass(slots=True)
@@ -57,7 +59,8 @@ def gateway_config(fake_base_url: str):
         ],
         "tenants": [{"name": name, "api_key_sha256": [key_digest(key)],
                      "limits": LIMITS.get(name, {}), "admin": name == "ops",
-                     "service_tier": "flex" if name == "offline" else "default"} for name, key in KEYS.items()],
+                     "service_tier": "flex" if name == "offline" else "default",
+                     **({"models": FENCED_MODELS} if name == "fenced" else {})} for name, key in KEYS.items()],
     })
 
 

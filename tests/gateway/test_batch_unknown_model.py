@@ -61,8 +61,8 @@ def test_a_batch_naming_a_model_not_served_fails_at_create_and_one_served_runs(g
         assert failed["request_counts"] == {"total": 0, "completed": 0, "failed": 0}
         assert (failed["output_file_id"], failed["error_file_id"]) == (None, None)   # nothing ran
         assert client.get(f"/v1/batches/{failed['id']}").json()["status"] == "failed"
-        # a model the gateway serves runs as before (the gateway has no model aliases nor per-tenant
-        # model lists: a model is served under its configured name, as GET /v1/models lists it)
+        # a model the gateway serves runs as before (the gateway has no model aliases: a model is served
+        # under its configured name, as GET /v1/models lists it; a tenant's `models`: test_tenant_models.py)
         assert "mock" in [model["id"] for model in client.get("/v1/models").json()["data"]]
         served = _create(client, _jsonl("mock"))
         assert served["status"] in ("in_progress", "validating") and served["model"] == "mock"
