@@ -15,11 +15,13 @@ one that broke off after the upstream answered (litellm's `MidStreamFallbackErro
 error reading a body): only the first is "unreachable", whatever litellm calls the second
 (it wraps both in `APIConnectionError` "Connection error."). `wrapper_free` takes litellm's
 words off a message ("MidStreamFallbackError: APIConnectionError: OpenAIException - ",
-"Error code: 503 - ", "Timeout: APITimeoutError - ") and leaves an unknown exception's
-text ("RuntimeError: boom") as it is.
+"Error code: 503 - ", "Timeout: APITimeoutError - ", nested ones too) and leaves an unknown
+exception's text ("RuntimeError: boom") as it is. A reply that could not be read as JSON
+(`not_json`) is told by the parser's error in the chain, never named in the parser's words.
 """
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -70,6 +72,12 @@ def chain(exc: BaseException) -> list[BaseException]:
 def is_unreadable_reply(links: list[BaseException]) -> bool:
     """Whether the chain (`chain`) ends in Python's own error reading a reply (`PARSE_ERRORS`)."""
     return bool(links) and type(links[-1]) in PARSE_ERRORS
+
+
+def not_json(exc: BaseException) -> bool:
+    """Whether `exc`, or an exception it wraps, is the JSON parser's: a reply (a whole body,
+    a stream's event) that is not JSON, on either path."""
+    return any(isinstance(link, json.JSONDecodeError) for link in chain(exc))
 
 
 def error_body(exc: BaseException) -> dict:
@@ -162,13 +170,17 @@ def is_unreachable(exc: BaseException) -> bool:
 def wrapper_free(text: str) -> str:
     """`text` (a litellm exception's message) without litellm's words around the provider's
     own: its class names and "OpenAIException - " prefixes (nested ones too), the SDK's "Error
-    code: N - ", a timeout's first sentence repeated before "Error_str:", and the "Original
-    exception: …" a `MidStreamFallbackError` adds. A text without litellm's provider marker
-    ("<provider>Exception - ") keeps its class names."""
+    code: N - ", a timeout's first sentence repeated before "Error_str:" (a text completion's
+    timeout wraps litellm's whole timeout text in another: each is taken off), and the
+    "Original exception: …" a `MidStreamFallbackError` adds. A text without litellm's
+    provider marker ("<provider>Exception - ") keeps its class names."""
     text = text.split(_ORIGINAL, 1)[0]
-    while (stripped := _WRAPPER.sub("", text, count=1)) != text:
-        text = _LITELLM_NAME.sub("", stripped)
-    return text.split(_ERROR_STR, 1)[1] if _ERROR_STR in text else text
+    while True:
+        while (stripped := _WRAPPER.sub("", text, count=1)) != text:
+            text = _LITELLM_NAME.sub("", stripped)
+        if _ERROR_STR not in text:
+            return text
+        text = text.split(_ERROR_STR, 1)[1]
 
 
 def upstream_words(exc: BaseException) -> str | None:

@@ -6,11 +6,12 @@ timeout, provider 5xx, a reply that is not the OpenAI protocol) is the gateway's
 and leaves as 502/503/504 with a `server_error` type, so a client never mistakes a
 misconfigured upstream key for its own bad key. A message is one short line (the
 exception's class and first line): never a traceback, never a file path of this host.
-An upstream's wait is passed on as gateway/retry_after.py says. A 200 whose body is not JSON is
-named so, never quoted (a proxy's HTML page names its hosts). An upstream that does not
-know the model the gateway asks for (a 404, or code `model_not_found`) is the gateway's
-misconfiguration too: a 502, never a 404 telling the client that a model
-`/v1/models` lists does not exist; it and rejected upstream credentials (502
+An upstream's wait is passed on as gateway/retry_after.py says. A 200 whose body (or a stream's
+event) is not JSON is named so, in one wording on both paths (NOT_JSON_BODY, NOT_JSON_EVENT),
+never quoted (a proxy's HTML page names its hosts) nor in the JSON parser's words. An
+upstream that does not know the model the gateway asks for (a 404, or code
+`model_not_found`) is the gateway's misconfiguration too: a 502, never a 404 telling the
+client that a model `/v1/models` lists does not exist; it and rejected upstream credentials (502
 `upstream_auth_error`) carry `x-should-retry: false` (the operator's to fix). The status is
 the one the upstream answered, never the one litellm chose by the words of its message
 (`litellm_causes.upstream_status`), and a message is the upstream's own wherever it can be
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 
 from gateway.errors import ApiError
 from gateway.litellm_causes import (chain, error_body, error_object_status, is_timeout, is_unreachable,
-                                    is_unreadable_reply, retry_after_of, text_field, upstream_status)
+                                    is_unreadable_reply, not_json, retry_after_of, text_field, upstream_status)
 from gateway.litellm_odd_replies import litellm_200_error, own_words, said_in_200
 from gateway.retry_after import retry_after_headers
 
@@ -86,6 +87,9 @@ REDACTED = "<redacted>"
 MIN_SECRET_CHARS = 8   # shorter "keys" (test placeholders) are not looked for
 # litellm's words for a 200 whose body the OpenAI SDK could not read as JSON (it got the text)
 _NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint|'str' object has no attribute 'model_dump'")
+# what a reply that is not JSON is called on both paths, never in the parser's words ("Expecting value: …")
+NOT_JSON_BODY = "its body is not JSON"
+NOT_JSON_EVENT = "an event of the stream is not JSON"
 
 
 def _url(match: re.Match) -> str:
@@ -208,8 +212,8 @@ def map_litellm_error(exc: BaseException, *, quote: bool = True, prompt_param: s
     if is_unreachable(exc):
         return ApiError(502, f"Upstream unreachable: {message}", "server_error", "upstream_unavailable")
     status = upstream_status(exc)
-    if status in (None, 500) and any(_NOT_JSON.search(str(link)) for link in links):
-        return upstream_garbage("its body is not JSON")   # (litellm quotes the body: a proxy's page)
+    if status in (None, 500) and (not_json(exc) or any(_NOT_JSON.search(str(link)) for link in links)):
+        return upstream_garbage(NOT_JSON_BODY)   # (litellm quotes the body, or the parser's words: QA226)
     if status in (None, 500) and is_unreadable_reply(links):   # not Python's words (QA98)
         return upstream_garbage("a part of it is not the shape the OpenAI protocol gives it")
     retry_after, retry_after_ms = retry_after_of(exc)

@@ -16,7 +16,9 @@ overflow the upstream names no field of names the request's prompt field); closi
 the connect and each wait for the upstream's next bytes, not the whole reply, so a long
 healthy stream is never cut. A stream request
 answered with something other than SSE, or an SSE stream that ends before a finish reason,
-is a 502 (an error event once streaming began), never an empty or truncated success; one
+is a 502 (an error event once streaming began), never an empty or truncated success (a
+stream cut mid-way passes on every whole line received before the cut, then its error:
+`received_lines`); one
 answered with a 200 error object is named by its message, as a whole reply's is. An error
 event is answered by the status its `code` and `type` give, by the rule the litellm path
 reads it with (`litellm_causes.error_object_status`): a rate limit is the upstream's 429, in
@@ -75,7 +77,7 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
     request's prompt field, for an error event (`_upstream_error`)."""
     if response.content_type != "text/event-stream":
         raise not_sse(response.content_type, await body_start(response.content.iter_any(), MAX_ERROR_BODY_BYTES))
-    lines = aiter(response.content)
+    lines = received_lines(response.content)
     data_lines: list[bytes] = []   # an event spread over several `data:` lines, so far
     num_event_bytes = 0
     while True:
@@ -113,6 +115,48 @@ async def sse_json(response: aiohttp.ClientResponse, prompt_param: str = "messag
             yield _checked(json.loads(joined), prompt_param)
         if raw_line is None:
             return
+
+
+async def received_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """`content`'s lines (a line over MAX_EVENT_BYTES: `LineTooLong`, aiohttp's limit), and,
+    when a read fails (the upstream cut the connection: `ClientPayloadError`; `timeout_s`
+    passed), first every whole line received before the failure, then the failure itself.
+    aiohttp's StreamReader (read in 3.14) raises a stored error before handing out what it
+    has buffered, so a reader slower than the upstream (one that awaits its client between
+    lines) lost the stream's last chunks (QA226 F2); those lines are taken from its buffer
+    (`_received_before_failure`). A line the cut left without its end is not passed on."""
+    lines = aiter(content)   # aiohttp's readline, up to its end
+    while True:
+        try:
+            line = await anext(lines)
+        except StopAsyncIteration:
+            return
+        except (LineTooLong, ValueError):
+            raise
+        except Exception as failure:   # NOTE: the cut, a timeout: whatever came before it goes first
+            *whole_lines, _cut_line = _received_before_failure(content).split(b"\n")
+            for whole_line in whole_lines:
+                if len(whole_line) >= MAX_EVENT_BYTES:   # as readline's limit (its line ends in "\n")
+                    raise LineTooLong(whole_line[:100] + b"...", MAX_EVENT_BYTES) from None
+                yield whole_line + b"\n"
+            raise failure
+        yield line
+
+
+def _received_before_failure(content: aiohttp.StreamReader) -> bytes:
+    """What `content` received and still holds after storing an error, which its reads raise
+    first. aiohttp's own buffer, read defensively (`_read_nowait`, private to aiohttp, past
+    the stored error): b"" for a reader of another shape (a future aiohttp)."""
+    read_nowait = getattr(content, "_read_nowait", None)
+    if not callable(read_nowait):
+        return b""
+    chunks: list[bytes] = []
+    try:
+        while chunk := read_nowait(-1):
+            chunks.append(chunk)
+    except Exception:   # NOTE: aiohttp's internals changed: what was read so far
+        pass
+    return b"".join(chunks)
 
 
 class PassthroughBackend(UpstreamBackend):

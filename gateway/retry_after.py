@@ -4,7 +4,9 @@ Invariants: the wait is its `retry-after-ms` (OpenAI sends it, its SDK reads it 
 else its `Retry-After` in seconds or as an HTTP date; it is passed on as whole seconds
 rounded up, and as `retry-after-ms` when it sent that: never shorter than it asked (a
 year at most, MAX_RETRY_AFTER_S: past any rate limit's window, the number only says "not
-soon"); "1" only when it sent none that can be read.
+soon"); "1" only when it sent none that can be read. A negative number ("-5") is no
+valid wait (RFC 9110: a non-negative integer of seconds, or an HTTP date), so it is read as
+none (never "0", which would have clients retry at once); an HTTP date already past is 0.
 """
 from __future__ import annotations
 
@@ -15,17 +17,17 @@ from datetime import timezone
 from email.utils import parsedate_to_datetime
 
 MAX_RETRY_AFTER_S = 365 * 86400   # longer than any rate limit's window: the number only says "not soon"
-_DELTA = re.compile(r"(-)?(\d+)(?:\.\d+)?")   # a Retry-After's number (a fraction, a minus: read too)
+_DELTA = re.compile(r"(-)?(\d+)(?:\.\d+)?")   # a Retry-After's number (a fraction read too, a minus seen)
 
 
 def _seconds(text: str, unit_s: float) -> float | None:
     """A number of `unit_s` as seconds, 0 to MAX_RETRY_AFTER_S (one of thousands of digits
-    too, without int() of them); None when `text` is no number."""
+    too, without int() of them); None when `text` is no number or a negative one."""
     match = _DELTA.fullmatch(text.strip())
     if match is None:
         return None
-    if match.group(1):   # "-4": the wait is over
-        return 0.0
+    if match.group(1):   # "-4": no valid wait, as unreadable as "abc" (was: 0, a retry at once)
+        return None
     if len(match.group(2)) > 15:
         return float(MAX_RETRY_AFTER_S)
     return min(float(MAX_RETRY_AFTER_S), float(match.group(0)) * unit_s)

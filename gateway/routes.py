@@ -183,6 +183,7 @@ async def embeddings(request: Request) -> Response:
     logged with its traceback, answered as an OpenAI-shaped 500 and counted as one."""
     state = gateway_state(request)
     tenant, model = UNAUTHENTICATED, ""
+    request_id = new_id("req")   # the answer's x-request-id, and an upstream failure's log line
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -194,7 +195,8 @@ async def embeddings(request: Request) -> Response:
         if refused is not None:
             raise refused
         prepare = getattr(backend, "prepare_embeddings", None)
-        call = await prepare(parsed) if prepare is not None else upstream_call(parsed, backend.embed)
+        call = await prepare(parsed) if prepare is not None else upstream_call(
+            parsed, functools.partial(backend.embed, tenant=tenant, request_id=request_id))
 
         async def work() -> dict:
             ticket = await admit(state, tenant, call.num_reserved_tokens)
@@ -213,10 +215,11 @@ async def embeddings(request: Request) -> Response:
         reply = await race_disconnect(work(), request.receive)
         body = await asyncio.to_thread(reply_json, reply)   # NOTE: up to ~46 MB of JSON: off the event loop
         state.metrics.record_request(tenant, model, "embeddings", 200)
-        return Response(body, media_type="application/json", headers=state.limiters[tenant].rate_limit_headers())
+        return Response(body, media_type="application/json",
+                        headers={"x-request-id": request_id, **state.limiters[tenant].rate_limit_headers()})
     except ApiError as error:
         state.metrics.record_request(tenant, model, "embeddings", error.status)
-        return refusal(state, error, tenant, None)
+        return refusal(state, error, tenant, request_id)
     except ClientGone:
         state.metrics.record_request(tenant, model, "embeddings", CLIENT_CLOSED_STATUS)
         return Response(status_code=CLIENT_CLOSED_STATUS)
@@ -224,7 +227,7 @@ async def embeddings(request: Request) -> Response:
         log.error("unexpected error answering embeddings", exc_info=exc)
         error = server_error()
         state.metrics.record_request(tenant, model, "embeddings", error.status)
-        return refusal(state, error, tenant, None)
+        return refusal(state, error, tenant, request_id)
 
 
 def _model_object(state: GatewayState, name: str, tenant: str) -> dict:

@@ -69,10 +69,15 @@ def import_litellm():
     one (an embedding vector that is a string), which the gateway answers with a 502 of its
     own, warned from inside `aembedding`. The filter is process-wide (a per-call
     `catch_warnings` is not: concurrent calls would restore each other's filters) and
-    hides only pydantic's serializer warnings; the gateway's own dumps pass `warnings=False`."""
+    hides only pydantic's serializer warnings; the gateway's own dumps pass `warnings=False`.
+    litellm's token counter is off: a stream whose provider sent no usage would end with
+    one litellm counted with its tokenizer (55 completion tokens for two short tool calls,
+    QA226), where the gateway charges its own estimate, as for a whole reply (the counter
+    then gives 0: upstream_usage.py); it also spares the tokenizer's work at each stream's end."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
     litellm.suppress_debug_info = True
+    litellm.disable_token_counter = True
     action, message, category, module = SERIALIZER_WARNING
     if not any(entry[0] == action and entry[1] is not None and entry[1].pattern == message
                and entry[2] is category for entry in warnings.filters):
@@ -202,12 +207,16 @@ class UpstreamBackend(WithoutWorkers):
         return self._prepared(request_id, tenant, call, num_prompt_tokens, request.max_tokens,
                               num_calls=request.n or 1, num_candidates=request.best_of or 1)
 
-    async def embed(self, request: EmbeddingsRequest) -> dict:
-        """`POST /v1/embeddings` through `litellm.aembedding` (gateway/upstream_embeddings.py)."""
+    async def embed(self, request: EmbeddingsRequest, *, tenant: str | None = None,
+                    request_id: str | None = None) -> dict:
+        """`POST /v1/embeddings` through `litellm.aembedding` (gateway/upstream_embeddings.py);
+        a failure is logged as a chat run's is (`log_failure`: a 5xx, under the request's
+        `x-request-id` and tenant, "-" where the caller gave none; a 429 in `rate_limits`)."""
         try:
             return await embed_upstream(self.model_id, self.config, self._common_kwargs,
                                         self._litellm or import_litellm(), self.own_secrets(), request)
         except ApiError as error:   # redacted already
+            log_failure(request_id, tenant, self.model_id, error)
             self.rate_limits.note(error)
             raise
 
@@ -264,10 +273,16 @@ def log_upstream_failure(prepared: Prepared, error: ApiError) -> None:
     to one printable line. A run ends once, so a request logs once, never per token (one
     with several choices: once per choice that failed before the first failure ended the
     rest); a client's own mistake (4xx) is not logged."""
+    log_failure(prepared.request_id, prepared.tenant, prepared.model, error)
+
+
+def log_failure(request_id: str | None, tenant: str | None, model: str, error: ApiError) -> None:
+    """`log_upstream_failure`'s line for any upstream call (an embeddings request's too):
+    nothing for a 4xx; "-" for an id or tenant the caller does not know."""
     if error.status < 500:
         return
     log.warning("stepahead: upstream failure: request %s, tenant %s, model %s: %d %s: %s",
-                prepared.request_id, printable(prepared.tenant), printable(prepared.model),
+                printable(request_id or "-"), printable(tenant or "-"), printable(model),
                 error.status, error.code, printable(error.message))
 
 

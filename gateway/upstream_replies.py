@@ -26,7 +26,8 @@ from typing import Any
 
 from gateway.backend import ChatEvent, Finished, RefusalDelta, TextDelta, ToolCallDelta, Usage
 from gateway.errors import ApiError
-from gateway.litellm_errors import error_in_200_reply, map_litellm_error, upstream_garbage
+from gateway.litellm_causes import not_json
+from gateway.litellm_errors import NOT_JSON_EVENT, error_in_200_reply, map_litellm_error, upstream_garbage
 from gateway.litellm_odd_replies import stream_body_start
 from gateway.upstream_stream_reuse import disarm_at_end
 from gateway.upstream_usage import (estimated_output_tokens, field_of, is_record, logprobs_from, output_bytes,
@@ -246,8 +247,8 @@ async def events_from_stream(response: Any, is_chat: bool, num_prompt_tokens_est
                 break
     except ApiError:
         raise
-    except Exception as exc:
-        raise map_litellm_error(exc) from None
+    except Exception as exc:   # an event that is not JSON in one wording on both paths (QA226)
+        raise upstream_garbage(NOT_JSON_EVENT) if not_json(exc) else map_litellm_error(exc) from None
     if finish_reason is None:
         raise upstream_garbage("the stream ended before a finish_reason")
     if finish_may_be_made_up and ttft_s is None and usage is None:   # ttft_s: no delta came

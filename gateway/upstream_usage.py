@@ -7,9 +7,10 @@ inside `prompt_tokens`), nor 0 completion tokens for output it sent. A missing p
 count is the request's 4-bytes-a-token estimate; a missing completion count that of the
 reply's output (text, refusal, tool-call names and arguments; a stream's at least one a
 content chunk), 0 for a reply with no output. litellm reports a usage the provider did
-not send as zeros, so both paths charge the same. Counts must be non-negative integers,
-else a 502 (`litellm_errors.upstream_garbage`), so garbage never reaches traces or spent
-tokens.
+not send as zeros (in a stream too: its wrapper would make one up with its tokenizer, which
+`upstream.import_litellm` turns off; QA226), so both paths charge the same. Counts must be
+non-negative integers, else a 502 (`litellm_errors.upstream_garbage`), so garbage never
+reaches traces or spent tokens.
 """
 from __future__ import annotations
 

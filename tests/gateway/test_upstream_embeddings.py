@@ -4,6 +4,7 @@ SDK retries), a reply of the wrong shape or with bad usage a 502 that charges no
 and the tenant's slot always given back."""
 import asyncio
 import json
+import logging
 import os
 import time
 from collections import Counter
@@ -222,7 +223,7 @@ def test_a_hang_is_one_call_and_a_504_after_timeout_s(embedder, model):
 class Broken(UpstreamBackend):
     """An upstream model whose embeddings come back with something no check expected (a bug)."""
 
-    async def embed(self, request):
+    async def embed(self, request, **ids):
         return {"object": "list", "data": [], "model": "broken", "usage": {"total_tokens": "lots"}}
 
 
@@ -238,3 +239,14 @@ def test_an_unexpected_failure_is_a_counted_500_and_frees_the_slot(gateway):
         assert gateway.state.limiters["solo"].num_active == 0
     finally:
         del gateway.state.backends["broken"]
+
+
+def test_a_failed_embeddings_call_logs_its_x_request_id_and_tenant(gateway, caplog):
+    """The WARNING line a chat's 5xx writes (here a reply of the wrong shape: a 502), under the
+    id its client got (was: none)."""
+    with caplog.at_level(logging.WARNING, logger="stepahead.gateway"):
+        answer = post(gateway, "budget", {"model": "emb", "input": "data-empty"})
+    assert answer.status_code == 502
+    lines = [r.getMessage() for r in caplog.records if "upstream failure" in r.getMessage()]
+    assert lines == [f"stepahead: upstream failure: request {answer.headers['x-request-id']}, tenant budget, "
+                     f"model emb: 502 upstream_error: " + answer.json()["error"]["message"]]

@@ -1,7 +1,8 @@
 """An upstream failure the gateway answers with a 5xx writes one WARNING line to the
 gateway's log, through litellm ("lite") and forwarded ("pass"): the request's id, the
 tenant, the model and the reason, never the upstream key (whole or a quoted fragment) nor
-an `Authorization` value; a client's own mistake (a 4xx) writes none."""
+an `Authorization` value; a client's own mistake (a 4xx) writes none. Embeddings too (they
+wrote none)."""
 import asyncio
 import json
 import logging
@@ -9,6 +10,7 @@ import os
 
 import pytest
 
+from gateway.embeddings import EmbeddingsRequest
 from gateway.model_configs import UpstreamModelConfig
 from gateway.passthrough import PassthroughBackend
 from gateway.schemas import ChatCompletionRequest, validate
@@ -23,12 +25,14 @@ LOGGER = "stepahead.gateway"
 
 
 async def app(scope, receive, send) -> None:
-    """"client": a 400; anything else a 500 whose message quotes the Authorization header
-    it got and the key's first 14 characters."""
+    """"client" (the last message, or an embeddings request's input): a 400; anything else a
+    500 whose message quotes the Authorization header it got and the key's first 14 characters."""
     raw = await request_body(scope, receive, send)
     if raw is None:
         return
-    text = json.loads(raw)["messages"][-1]["content"]
+    body = json.loads(raw)
+    text = body["messages"][-1]["content"] if "messages" in body else body["input"]
+    text = text[0] if isinstance(text, list) else text
     authorization = dict(scope["headers"]).get(b"authorization", b"").decode()
     status, message = (400, "bad field") if text == "client" else (
         500, f"boom: got {authorization} cut={KEY[:14]}")
@@ -102,5 +106,55 @@ def test_an_unreachable_upstream_logs_one_warning_without_its_address(path, capl
 def test_a_clients_own_mistake_logs_nothing(base_url, path, caplog):
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         error = _ask(path, base_url, "client")
+    assert getattr(error, "status", None) == 400, repr(error)
+    assert _lines(caplog) == []
+
+
+def _embed(path: str, api_base: str, text: str, **ids):
+    """The exception that ended one embeddings request (of tenant "alice", when `ids` say so)."""
+    config = UpstreamModelConfig(name=f"up-{path}", litellm_model="openai/fake-model", api_base=api_base,
+                                 api_key_env=KEY_ENV, timeout_s=3.0, passthrough=path == "pass")
+
+    async def run():
+        up = (PassthroughBackend if path == "pass" else UpstreamBackend)(config)
+        await up.start()
+        try:
+            await up.embed(validate(EmbeddingsRequest, {"model": config.name, "input": text}), **ids)
+        except Exception as exc:   # the test looks at what escaped
+            return exc
+        finally:
+            await up.stop()
+        return None
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_upstream_embeddings_500_logs_one_redacted_warning(base_url, path, caplog):
+    """(was: no line at all for a failed embeddings call)"""
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        error = _embed(path, base_url, "hi", tenant="alice", request_id="req-fi149emb")
+    assert getattr(error, "status", None) == 502, repr(error)
+    [line] = _lines(caplog)
+    assert line.startswith(f"stepahead: upstream failure: request req-fi149emb, tenant alice, model up-{path}: 502 ")
+    assert "boom" in line
+    assert KEY not in line and KEY[:14] not in line and "Bearer sk-" not in line
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_an_unreachable_embeddings_upstream_logs_one_warning(path, caplog, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    port = free_port()
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        error = _embed(path, f"http://127.0.0.1:{port}/v1", "hi")
+    assert getattr(error, "status", None) == 502, repr(error)
+    [line] = _lines(caplog)   # a caller that names no request: "-"
+    assert line.startswith(f"stepahead: upstream failure: request -, tenant -, model up-{path}: 502 ")
+    assert "upstream_unavailable" in line and str(port) not in line
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_clients_own_embeddings_mistake_logs_nothing(base_url, path, caplog):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        error = _embed(path, base_url, "client", tenant="alice", request_id="req-fi149emb")
     assert getattr(error, "status", None) == 400, repr(error)
     assert _lines(caplog) == []

@@ -1,7 +1,8 @@
 """An upstream reply that leaves usage out, or counts 0 tokens, is charged the 4-bytes-a-token
 estimate, never nothing (gateway/upstream_usage.py, its invariant): litellm reports a
-usage the provider did not send as zeros, so the litellm path and the passthrough charge
-alike, and a tenant's `token_budget` runs out."""
+usage the provider did not send as zeros (in a stream too: its token counter is off,
+QA226), so the litellm path and the passthrough charge alike, and a tenant's
+`token_budget` runs out."""
 import json
 import time
 
@@ -70,9 +71,14 @@ async def fake_upstream(scope, receive, send) -> None:
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream")]})
     head = {**head, "object": "chat.completion.chunk"}
-    events = [_sse({**head, "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}]})
-              for word in WORDS]
-    events.append(_sse({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}))
+    deltas = [{"content": word} for word in WORDS]
+    if behaviour == "tool-no-usage":   # the call's name, then its arguments in two pieces
+        first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": TOOL_NAME, "arguments": ""}}
+        deltas = [{"role": "assistant", "content": None, "tool_calls": [first]}] + [
+            {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]} for piece in (TOOL_ARGS[:6], TOOL_ARGS[6:])]
+    events = [_sse({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) for delta in deltas]
+    events.append(_sse({**head, "choices": [{"index": 0, "delta": {},
+                                             "finish_reason": "tool_calls" if behaviour == "tool-no-usage" else "stop"}]}))
     if usage is not None:
         events.append(_sse({**head, "choices": [], "usage": usage}))
     events.append(b"data: [DONE]\n\n")
@@ -127,13 +133,7 @@ def test_a_whole_reply_counts_missing_or_zero_usage_as_the_estimate(gateway, mod
     assert _counts(reply.json()["usage"]) == (prompt, expected[1], prompt + expected[1])
 
 
-@pytest.mark.parametrize("model", MODELS)
-@pytest.mark.parametrize("behaviour, expected", [
-    ("zero-usage", ("estimate", 6)),       # 5 chunks, but 24 bytes are 6 tokens: the larger
-    ("zero-prompt", ("estimate", 3)),
-    ("real", (9, 2)),
-])
-def test_a_streamed_reply_counts_zero_usage_as_the_estimate(gateway, model, behaviour, expected):
+def _streamed_usage(gateway, model: str, behaviour: str) -> dict:
     with httpx.stream("POST", f"{gateway.base_url}/v1/chat/completions", timeout=30,
                       headers={"Authorization": f"Bearer {KEYS['rich']}"},
                       json={"model": model, "messages": _messages(behaviour), "max_tokens": 5, "stream": True,
@@ -141,9 +141,51 @@ def test_a_streamed_reply_counts_zero_usage_as_the_estimate(gateway, model, beha
         assert reply.status_code == 200
         chunks = [json.loads(line[5:]) for line in reply.iter_lines()
                   if line.startswith("data:") and line[5:].strip() != "[DONE]"]
-    usage = next(chunk["usage"] for chunk in chunks if chunk.get("usage"))
+    return next(chunk["usage"] for chunk in chunks if chunk.get("usage"))
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("behaviour, expected", [
+    ("no-usage", ("estimate", 6)),         # no usage chunk: never litellm's tokenizer's count (QA226)
+    ("tool-no-usage", ("estimate", 7)),    # the call's name and arguments, 28 bytes
+    ("zero-usage", ("estimate", 6)),       # 5 chunks, but 24 bytes are 6 tokens: the larger
+    ("zero-prompt", ("estimate", 3)),
+    ("real", (9, 2)),
+])
+def test_a_streamed_reply_counts_missing_or_zero_usage_as_the_estimate(gateway, model, behaviour, expected):
+    usage = _streamed_usage(gateway, model, behaviour)
     prompt = estimate_num_tokens(_messages(behaviour)) if expected[0] == "estimate" else expected[0]
     assert _counts(usage) == (prompt, expected[1], prompt + expected[1])
+
+
+@pytest.mark.parametrize("behaviour", ["no-usage", "tool-no-usage"])
+def test_both_paths_charge_a_stream_without_usage_alike(gateway, behaviour):
+    """The reply a client gets, and its tenant's charge, are the same through litellm and
+    forwarded: the estimate, not litellm's own count of a usage the provider never sent."""
+    limiter = gateway.state.limiters["rich"]
+    charged = {}
+    for model in MODELS:
+        spent = limiter.num_spent_tokens
+        usage = _streamed_usage(gateway, model, behaviour)
+        deadline = time.monotonic() + 5.0   # the charge lands as the reply ends
+        while limiter.num_spent_tokens == spent and time.monotonic() < deadline:
+            time.sleep(0.01)
+        charged[model] = (_counts(usage), limiter.num_spent_tokens - spent)
+    assert charged["via-litellm"] == charged["via-passthrough"], charged
+    assert charged["via-litellm"][1] == charged["via-litellm"][0][2]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_streamed_responses_reply_without_usage_counts_the_estimate(gateway, model):
+    """The Responses API over an upstream stream that sent no usage (QA226: 55 output tokens
+    through litellm for two tool calls): the estimate, as chat's."""
+    with httpx.stream("POST", f"{gateway.base_url}/v1/responses", timeout=30,
+                      headers={"Authorization": f"Bearer {KEYS['rich']}"},
+                      json={"model": model, "input": "tool-no-usage", "stream": True, "store": False}) as reply:
+        assert reply.status_code == 200
+        events = [json.loads(line[5:]) for line in reply.iter_lines() if line.startswith("data:")]
+    usage = next(event["response"]["usage"] for event in events if event.get("type") == "response.completed")
+    assert usage["output_tokens"] == 7, usage
 
 
 @pytest.mark.parametrize("model", MODELS)

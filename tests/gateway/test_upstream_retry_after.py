@@ -1,8 +1,8 @@
 """An upstream's wait reaches the client as it asked, through litellm ("lite") and forwarded
 directly ("pass"): `Retry-After` as seconds of any size or as an HTTP date, and OpenAI's
-`retry-after-ms`, are never cut to 1 s; a batch line waits them too (a wait past its window
-makes the 429 its result at once, sent once). A 200 whose body is not JSON (a proxy's HTML
-page) is named so, its text never quoted."""
+`retry-after-ms`, are never cut to 1 s (a negative one is none: 1 s, never 0); a batch line
+waits them too (a wait past its window makes the 429 its result at once, sent once). A 200
+whose body is not JSON (a proxy's HTML page) is named so, its text never quoted."""
 import asyncio
 import json
 import time
@@ -37,6 +37,7 @@ WAITS = {  # the fake's path picks the wait headers of its 429
     "seconds": [(b"retry-after", b"999999")],
     "date": [(b"retry-after", FAR_DATE.encode())],
     "ms": [(b"retry-after-ms", b"2500")],
+    "negative": [(b"retry-after", b"-5"), (b"retry-after-ms", b"-1")],
 }
 
 
@@ -119,6 +120,23 @@ def test_an_upstream_429s_long_wait_reaches_the_client(server_url, path, mode, r
 def test_an_upstreams_retry_after_ms_reaches_the_client_as_both_headers(server_url, path):
     error = error_of(path, f"{server_url}/ms/v1")
     assert error.status == 429 and error.headers == {"Retry-After": "3", "retry-after-ms": "2500"}
+
+
+@pytest.mark.parametrize("retry_after,retry_after_ms", [("-5", None), (None, "-1"), ("-5", "-1"), ("-2.5", None)])
+def test_a_negative_wait_is_none_never_a_retry_at_once(retry_after, retry_after_ms):
+    """RFC 9110: a Retry-After is a non-negative number of seconds or a date; "-5" is as
+    unreadable as "abc", so the client gets 1 s (was: 0, a retry at once) and no retry-after-ms."""
+    assert upstream_wait_s(retry_after, retry_after_ms) is None
+    assert map_upstream_status(429, "slow", retry_after=retry_after,
+                               retry_after_ms=retry_after_ms).headers == {"Retry-After": "1"}
+    assert upstream_wait_s("7", "-1") == 7   # a negative retry-after-ms leaves Retry-After
+    assert retry_wait_s(429, httpx.Headers({"retry-after": "-5"}), {}) == 1.0   # a batch line waits 1 s
+
+
+@pytest.mark.parametrize("path", ["lite", "pass"])
+def test_an_upstreams_negative_wait_reaches_the_client_as_one_second(server_url, path):
+    error = error_of(path, f"{server_url}/negative/v1")
+    assert error.status == 429 and error.headers == {"Retry-After": "1"}
 
 
 @pytest.mark.parametrize("path", ["lite", "pass"])
