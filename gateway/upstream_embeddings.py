@@ -4,7 +4,8 @@ Invariants: one upstream call (no SDK retries unless `litellm_params` asks for t
 `NO_SDK_RETRIES`); provider errors OpenAI-shaped with the model's own keys redacted; a
 reply of the wrong shape a 502 (`embeddings.upstream_reply`); a model answered by
 litellm's text `mock_response` refuses embeddings with a 400 naming `model` (litellm would
-answer with the text as the vector).
+answer with the text as the vector). A failure is logged by the caller,
+`UpstreamBackend.embed` (a 5xx as a chat run's: `upstream.log_failure`).
 """
 from __future__ import annotations
 
