@@ -133,17 +133,26 @@ def tenant_share_warnings(config: GatewayConfig) -> list[str]:
 
 def store_places_problems(config: GatewayConfig, environ: Mapping[str, str],
                           damaged: list[str] | None = None) -> list[str]:
+    """The start's `check_store_places` failure (`store_places_failure`) as the check's
+    error, or none."""
+    failure = store_places_failure(config, environ, damaged)
+    return [] if failure is None else [f"the start would fail: {failure}"]
+
+
+def store_places_failure(config: GatewayConfig, environ: Mapping[str, str] = os.environ,
+                         damaged: list[str] | None = None) -> str | None:
     """The start's `check_store_places` failure (all the places it names, in one line), or
-    none; tried as the start tries them (the module docstring), but that no SQLite file is
-    set aside: `damaged` gains a line for each one SQLite finds damaged."""
+    None; tried as the start tries them (the module docstring), but that no SQLite file is
+    set aside: `damaged` gains a line for each one SQLite finds damaged. A reload asks it
+    too (gateway/reload.py: it refuses a file the next start would refuse). Blocking."""
     from gateway.start_failure import StartFailed
     from gateway.store_places import check_store_places
 
     try:
         check_store_places(config, environ, [] if damaged is None else damaged)
     except StartFailed as exc:
-        return [f"the start would fail: {exc}"]
-    return []
+        return str(exc)
+    return None
 
 
 def address_problems(config: GatewayConfig) -> tuple[list[str], list[str]]:

@@ -54,7 +54,7 @@ from gateway.batch_line_turn import BATCH_LINE, BatchLineTurn
 from gateway.config import LimitsConfig
 from gateway.errors import rate_limited
 from gateway.limit_refusals import BATCH_RESERVE_SHARE, TenantLimitRefusals
-from gateway.token_buckets import TokenBucket, duration_text, resized
+from gateway.token_buckets import TokenBucket, duration_text, keeping_spent
 
 
 @dataclass(slots=True)
@@ -93,13 +93,11 @@ class TenantLimiter(TenantLimitRefusals):
         self.num_spent_after_budget = 0   # charged, once its budget was lifted, to requests admitted under it
 
     def _set_limits(self, limits: LimitsConfig) -> None:
-        """`limits`, with per-minute buckets at their new sizes: a bucket the tenant had
-        keeps its level (what it spent or reserved in the window stays spent), clamped to
-        the new size; an unchanged one is kept as it is; a new one starts full."""
+        """`limits`, with per-minute buckets at their new sizes (`keeping_spent`)."""
         now_s = self._clock()
         self.limits = limits
-        self._requests = resized(self._requests, limits.requests_per_minute, now_s)
-        self._tokens = resized(self._tokens, limits.tokens_per_minute, now_s)
+        self._requests = keeping_spent(self._requests, limits.requests_per_minute, now_s)
+        self._tokens = keeping_spent(self._tokens, limits.tokens_per_minute, now_s)
 
     def rate_limit_headers(self, not_yet_taken_tokens: int | None = None) -> dict[str, str]:
         """OpenAI's `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` for the tenant's
@@ -254,10 +252,11 @@ class TenantLimiter(TenantLimitRefusals):
 
     def retune(self, limits: LimitsConfig) -> None:
         """Apply new `limits` (a config reload), keeping what is running, queued and
-        spent: the per-minute buckets keep their levels (clamped to their new sizes; a
-        reload hands out no extra rate), and waiters a raised `max_concurrent` makes room
-        for are admitted. (A `token_budget` the tenant did not have starts from the
-        tokens on file, not from `num_spent_tokens`: `Limiters.update` sets that first.)"""
+        spent: the per-minute buckets keep what the tenant spent in the window
+        (`keeping_spent`: a reload refills nothing, a raised limit adds its room at once),
+        and waiters a raised `max_concurrent` makes room for are admitted. (A
+        `token_budget` the tenant did not have starts from the tokens on file, not from
+        `num_spent_tokens`: `Limiters.update` sets that first.)"""
         if limits == self.limits:
             return
         self._set_limits(limits)
@@ -277,3 +276,4 @@ class TenantLimiter(TenantLimitRefusals):
             if not waiter.done():
                 self.num_active += 1
                 waiter.set_result(None)
+

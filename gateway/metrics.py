@@ -29,6 +29,8 @@ Labels = tuple[tuple[str, str], ...]
 TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
                   2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0)
 OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1)
+CONFIG_RELOADS = "stepahead_config_reloads_total"
+LAST_RELOAD_SUCCESS = "stepahead_config_last_reload_success_timestamp_seconds"   # as Prometheus' own
 
 
 
@@ -64,7 +66,8 @@ class Registry:
 
     Invariant: `_keys_of_tenant` lists every counter and histogram key labelled with a
     tenant under that tenant, so a tenant's own scrape reads its series, not every
-    tenant's."""
+    tenant's. `counters` also holds the one gauge set as things happen, not computed at
+    scrape time (`LAST_RELOAD_SUCCESS`: rendered alike, typed by HELP)."""
 
     counters: dict[tuple[str, Labels], float] = field(default_factory=dict)
     histograms: dict[tuple[str, Labels], Histogram] = field(default_factory=dict)
@@ -165,6 +168,19 @@ class Registry:
         labels = (("tenant", tenant), ("model_name", model))
         self.inc("stepahead_prefix_from_previous_tokens_total", labels, num_from_previous)
         self.inc("stepahead_evicted_prefix_tokens_total", labels, evicted_prefix_tokens(num_from_previous, num_cached))
+
+    def record_config_loaded(self, now_s: float) -> None:
+        """The start's config in force since `now_s` (wall clock, seconds): no reload yet of
+        either outcome, the last success that start's. For admins only, as no tenant label."""
+        for outcome in ("applied", "refused"):
+            self.inc(CONFIG_RELOADS, (("outcome", outcome),), 0.0)
+        self.counters[(LAST_RELOAD_SUCCESS, ())] = now_s
+
+    def record_reload(self, applied: bool, now_s: float) -> None:
+        """A SIGHUP reload (gateway/reload.py) `applied` or refused at `now_s` (wall clock)."""
+        self.inc(CONFIG_RELOADS, (("outcome", "applied" if applied else "refused"),))
+        if applied:
+            self.counters[(LAST_RELOAD_SUCCESS, ())] = now_s
 
     def record_overhead(self, tenant: str, overhead_s: float) -> None:
         self.observe("stepahead_gateway_overhead_seconds", (("tenant", tenant),), overhead_s,

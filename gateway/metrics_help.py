@@ -88,6 +88,12 @@ HELP = {
         "counter", "Trace stores found damaged, set aside and started anew."),
     "stepahead_response_archive_errors_total": (
         "counter", "Stored-response archive reads and writes that failed (memory served instead)."),
+    "stepahead_config_reloads_total": (
+        "counter", "SIGHUP reloads of the config file since the start, by outcome (applied, refused: the running "
+                   "config kept)."),
+    "stepahead_config_last_reload_success_timestamp_seconds": (
+        "gauge", "When the config in force was loaded (Unix seconds): the last applied reload's time, else the "
+                 "start's."),
     "stepahead_forecaster_checkpoints_total": (
         "counter", "Saves of the forecasters' learned state to disk, by outcome (saved, failed)."),
 }

@@ -13,12 +13,19 @@ Invariants:
   spent token budget carry over (`Limiters.update`);
 - tenants' `weight` and `kv_share` take effect at once on every local model's engine and
   workers (and on a worker restarted later), as a start would have applied them
-  (`LocalBackend.set_tenant_shares`): the workers' KV cache stays;
+  (`LocalBackend.set_tenant_shares`): the workers' KV cache stays; the line says "in
+  force" of the models whose engines' shares changed, and one ignored is warned of as
+  the start warns of it (gateway/tenant_shares.py);
 - the `[[models]]`, `[server]` and `[tracing]` sections take effect at the next start (changed
   models that start would refuse, a bad engine option or a missing model, refuse the
-  reload, as the start's check says); the log line says which of them changed, compared as the command line would make them at a
+  reload, as the start's check says; so does a changed `[server] responses_db` or
+  `[tracing]` whose stores' places that start would refuse, tried as `config check` tries
+  them: no SQLite file set aside); the log line says which of them changed, compared as the command line would make them at a
   start (`overrides`): what a flag fixes (`--port`, `--host`, `--capture-content`) is never
   reported as changed;
+- every reload, applied or refused, counts in an admin's `/metrics`
+  (`stepahead_config_reloads_total` by outcome), and one applied sets
+  `stepahead_config_last_reload_success_timestamp_seconds` (the start's time until then);
 - a SIGHUP never ends the gateway: without a config file it logs that there is nothing
   to reload; once SIGINT or SIGTERM began the stop it never reloads (gateway/stopping.py);
 - the reload's line is one line in one write: names in it are escaped, so a tenant named
@@ -30,12 +37,14 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.auth import KeyRing
 from gateway.config import SERVER_KEYS, ConfigError, GatewayConfig, TenantConfig, load_config
+from gateway.config_check import store_places_failure
 from gateway.hangups_at_exit import HANGUP_WHILE_STOPPING
 from gateway.start_failure import StartFailed
 from gateway.state import GatewayState
@@ -48,6 +57,7 @@ from gateway.tenant_shares import log_notes
 log = logging.getLogger("stepahead")
 
 SECTIONS_AT_NEXT_START = ("models", "tracing", *SERVER_KEYS)
+STORE_SETTINGS = ("responses_db", "tracing")   # where the stores write: tried when changed
 SECTION_NAMES = {"models": "[[models]]", "tracing": "[tracing]"}
 NOTHING_TO_RELOAD = "stepahead: nothing to reload: started without --config (SIGHUP ignored)"
 
@@ -112,9 +122,9 @@ def apply_tenants(state: GatewayState, new: GatewayConfig) -> ReloadReport:
         for name, backend in state.backends.items():
             set_tenant_shares = getattr(backend, "set_tenant_shares", None)   # local models only
             if set_tenant_shares is not None:
-                notes = set_tenant_shares(weights, kv_shares, shares_changed)   # one for each changed field ignored
-                log_notes(notes)
-                if len(notes) < len(shares_changed):   # QA204 F2: "in force" said of none ignored
+                before = backend.engine.tenant_shares()
+                log_notes(set_tenant_shares(weights, kv_shares, shares_changed))   # as the start warns
+                if backend.engine.tenant_shares() != before:   # "in force" only where they changed (QA204 F2)
                     applied_to.append(name)
     return ReloadReport(
         added=tuple(sorted(set(new_by_name) - set(old_by_name))),
@@ -135,13 +145,19 @@ async def reload_tenants(state: GatewayState, path: Path, overrides: Overrides |
             problem = await asyncio.to_thread(local_model_problem, new)
             if problem is not None:
                 raise ConfigError(f"the next start would fail: {problem}")
+        if any(getattr(new, name) != getattr(state.config, name) for name in STORE_SETTINGS):
+            failure = await asyncio.to_thread(store_places_failure, new)   # as `config check` tries them
+            if failure is not None:
+                raise ConfigError(f"the next start would fail: {failure}")
         newly_budgeted = sorted(set(budgeted_tenants(new)) - set(budgeted_tenants(state.config)))
         await asyncio.to_thread(check_spent_tokens_place, newly_budgeted)
         report = apply_tenants(state, new)
     except (ConfigError, OSError, ValueError, StartFailed) as exc:
+        state.metrics.record_reload(False, time.time())
         log.error("stepahead: the tenants were not reloaded from %s: %s", shown(path),
                   shown(str(exc).removeprefix(f"{path}: ")))   # a TOML error names the file already
         return None
+    state.metrics.record_reload(True, time.time())
     stderr_line(report.line(path))
     return report
 
@@ -224,7 +240,9 @@ def reload_on_hangup(state: GatewayState, config_path: str | None,
                      overrides: Overrides | None = None) -> ReloadOnHangup | None:
     """Install the SIGHUP handler of a gateway started from `config_path` (None: from no
     file, a SIGHUP is logged and ignored); None where signals cannot be caught (not the
-    main thread: tests, embedders)."""
+    main thread: tests, embedders). The start's config is in force from now on (the
+    reloads' metrics)."""
+    state.metrics.record_config_loaded(time.time())
     try:
         return ReloadOnHangup(state, None if config_path is None else Path(config_path),
                               asyncio.get_running_loop(), overrides)

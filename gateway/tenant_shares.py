@@ -74,16 +74,19 @@ def with_tenant_shares(options: dict, weights: dict[str, float], kv_shares: dict
 def apply_tenant_shares(engine, model: str, fixed: FixedByEngineOptions, weights: dict[str, float],
                         kv_shares: dict[str, float], changed: tuple[str, ...]) -> list[str]:
     """Put reloaded tenants' values in force on a running `shards.engine.LocalEngine`, as
-    a start would have; the lines to log about the `changed` fields not applied."""
+    a start would have; the lines to log about the `changed` fields not applied, in the
+    start's words and where the start would log them (`with_tenant_shares`)."""
     current_weights, static = engine.tenant_shares()
     notes = []
     if fixed.weight:
-        weights = current_weights
-        if "weight" in changed:
+        # warned of as at a start: only where some tenant sets a weight (QA225 F3: a tenant
+        # added or removed at the default weight changes the weights, and set nothing)
+        if "weight" in changed and any(weight != 1.0 for weight in weights.values()):
             notes.append(weight_fixed(model))
+        weights = current_weights
     shares = positive_shares(kv_shares)
     if fixed.kv_share:
-        if "kv_share" in changed:
+        if shares and "kv_share" in changed:
             notes.append(kv_share_fixed(model))
     elif engine.config.policy == "predictive":
         static = shares or None

@@ -46,10 +46,13 @@ def duration_text(seconds: float) -> str:
     return (f"{hours}h" if hours else "") + (f"{minutes}m" if hours or minutes else "") + f"{secs}s"
 
 
-def resized(bucket: TokenBucket | None, amount: int | None, now_s: float) -> TokenBucket | None:
-    """The per-minute bucket of `amount` (None: no limit) replacing `bucket`: `bucket`
-    itself when its size is unchanged, else one that keeps its level as it stands now,
-    at most the new size (a full one when there was none)."""
+def keeping_spent(bucket: TokenBucket | None, amount: int | None, now_s: float) -> TokenBucket | None:
+    """The per-minute bucket of `amount` (None: no limit) that replaces `bucket` at a
+    reload: `bucket` itself when its size is unchanged, a full one when there was none,
+    else one that keeps what the tenant spent (or reserved) in the window as it stands
+    now, clamped to the new size: its level is the new size less that, at least 0, or
+    the old bucket's debt where it was in debt (FI150: it kept the old level instead, so a
+    lowered limit handed out more and a raised one kept a tenant blocked)."""
     if amount is None:
         return None
     if bucket is None:
@@ -57,6 +60,7 @@ def resized(bucket: TokenBucket | None, amount: int | None, now_s: float) -> Tok
     if bucket.capacity == amount:
         return bucket
     bucket.refill(now_s)
-    resized = TokenBucket.per_minute(amount, now_s)
-    resized.level = min(resized.capacity, bucket.level)
-    return resized
+    spent = bucket.capacity - bucket.level
+    kept = TokenBucket.per_minute(amount, now_s)
+    kept.level = max(min(bucket.level, 0.0), kept.capacity - spent)
+    return kept

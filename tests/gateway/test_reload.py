@@ -94,6 +94,33 @@ def test_a_reload_leaves_what_the_models_engine_table_fixes_and_says_so(tmp_path
         'policy = "predictive" in [models.engine])']
 
 
+def test_a_reload_warns_of_an_ignored_weight_or_kv_share_only_where_the_start_would(tmp_path, caplog):
+    """QA225 F3: with `tenant_weights` set, adding or removing a tenant that sets no
+    weight warned "tenants' weight is ignored", which the start never says then."""
+    path = tmp_path / "gw.toml"
+    fixed = (LOCAL + 'policy = "predictive"\ntenant_weights = { a = 5.0 }\n'
+             'policy_options = { static_shares = { a = 0.5 } }\n')
+    path.write_text(fixed + _tenant("a", "sk-a") + _tenant("gone", "sk-gone", "kv_share = 0.2"))
+    state = build_app(load_config(path), config_path=str(path)).state.gateway
+    engine = state.backends["tiny"].engine
+    shares = engine.tenant_shares()
+    assert caplog.messages == ["stepahead: model 'tiny': tenants' kv_share is ignored ([models.engine] policy_options "
+                               "sets static_shares)"]   # the start's, for tenant "gone"'s
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="stepahead"):
+        for tenants in (_tenant("a", "sk-a") + _tenant("b", "sk-b"),   # one added, one (with a kv_share) removed
+                        _tenant("a", "sk-a")):   # one removed
+            path.write_text(fixed + tenants)
+            report = asyncio.run(reload_tenants(state, path))
+            assert report.shares_applied_to == ()   # nothing changed on the engine: not "in force"
+        assert caplog.messages == []
+        path.write_text(fixed + _tenant("a", "sk-a") + _tenant("b", "sk-b", "weight = 2.0"))
+        asyncio.run(reload_tenants(state, path))
+    assert [record.getMessage() for record in caplog.records] == [
+        "stepahead: model 'tiny': tenants' weight is ignored ([models.engine] sets tenant_weights)"]
+    assert engine.tenant_shares() == shares
+
+
 @pytest.mark.parametrize("engine, reason", [
     ('policy = "lfu"\n', "engine option policy must be one of"),
     ('num_hot_blocks = -1\n', "engine option num_hot_blocks must be an integer >= 1"),
