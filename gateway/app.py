@@ -220,8 +220,11 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                   methods=["GET", "POST", "DELETE"])
     app.add_route("/v1/conversations/{conversation_id}/items", conversations_routes.conversation_items,
                   methods=["GET", "POST"])
-    app.add_route("/v1/conversations/{conversation_id}/items/{item_id}", conversations_routes.conversation_item,
-                  methods=["GET", "DELETE"])
+    # `:path`: an item's id may hold a "/" (sent as %2F, which the router reads decoded:
+    # QA224 F2); an empty one is left to the slash redirect to `.../items`, as before
+    app.router.routes.append(RouteBesideLiterals("/v1/conversations/{conversation_id}/items/{item_id:path}",
+                                                 conversations_routes.conversation_item, methods=["GET", "DELETE"],
+                                                 taken=frozenset({""})))
     app.add_route("/v1/files", by_method(POST=files_routes.upload_file, GET=files_routes.list_files),
                   methods=["GET", "POST"])
     app.add_route("/v1/files/{file_id}", files_routes.file, methods=["GET", "DELETE"])

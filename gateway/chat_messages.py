@@ -73,7 +73,7 @@ class Message(BaseModel):
         elif self.content is None:
             raise ValueError(f"a {self.role} message needs 'content'")
         if self.role == "tool" and not self.tool_call_id:
-            raise ValueError("a tool message needs 'tool_call_id'")
+            raise ValueError("'tool_call_id' must be the id of the call it answers, a non-empty string")
         if isinstance(self.content, list):
             for part in self.content:
                 if not isinstance(part.get("type"), str):

@@ -113,7 +113,7 @@ async def conversation_items(request: Request, state: GatewayState, tenant: str)
 @tenant_endpoint
 async def conversation_item(request: Request, state: GatewayState, tenant: str) -> Response:
     """GET /v1/conversations/{id}/items/{item_id}: the item; DELETE removes it and answers
-    the conversation."""
+    the conversation. `item_id` is the rest of the path, decoded: an id may hold "/"."""
     conversation_id, item_id = request.path_params["conversation_id"], request.path_params["item_id"]
     if request.method == "DELETE":
         state.conversation_locks.check_items_free(tenant, conversation_id)   # not while a turn runs on it

@@ -8,6 +8,7 @@ cancelled, is a 400 naming `previous_response_id`.
 """
 from __future__ import annotations
 
+from gateway.conversation_items import check_kept_items
 from gateway.errors import ApiError, invalid_request, response_not_found
 from gateway.responses_format import ResponsesRequest, input_messages
 from gateway.state import GatewayState
@@ -26,6 +27,7 @@ async def history_before(state: GatewayState, tenant: str, parsed: ResponsesRequ
             if error.status == 404:
                 error.param = "conversation"
             raise
+        check_kept_items(items)   # one a turn cannot read, kept before the checks that refuse it: named (QA224 F1)
         return tuple(input_messages(items))
     if parsed.previous_response_id is None:
         return ()
