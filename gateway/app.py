@@ -25,8 +25,8 @@ from starlette.responses import Response
 
 from agents_trace.store_schema import StoreLocked
 from cache.error_text import one_line_error
-from gateway import (batches_routes, conversations_routes, files_routes, responses_input_tokens, responses_routes,
-                     routes, stored_responses_routes, tracing)
+from gateway import (batches_routes, conversations_routes, files_routes, models_routes, responses_input_tokens,
+                     responses_routes, routes, stored_responses_routes, tracing)
 from gateway.access_log import redact_access_log
 from gateway.auth import KeyRing
 from gateway.backend import Backend
@@ -233,8 +233,8 @@ def build_app(config: GatewayConfig | None = None, *, config_path: str | None = 
                   methods=["GET", "POST"])
     app.add_route("/v1/batches/{batch_id}", batches_routes.batch, methods=["GET"])
     app.add_route("/v1/batches/{batch_id}/cancel", batches_routes.cancel_batch, methods=["POST"])
-    app.add_route("/v1/models", routes.list_models, methods=["GET"])
-    app.add_route("/v1/models/{model:path}", by_method(GET=routes.retrieve_model, DELETE=routes.delete_model),
+    app.add_route("/v1/models", models_routes.list_models, methods=["GET"])
+    app.add_route("/v1/models/{model:path}", by_method(GET=models_routes.retrieve_model, DELETE=models_routes.delete_model),
                   methods=["GET", "DELETE"])
     app.add_route("/health", routes.health, methods=["GET"])
     app.add_route("/metrics", routes.metrics, methods=["GET"])
