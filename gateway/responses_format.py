@@ -17,7 +17,7 @@ tools, image or file inputs for text models are checked later by the chat path) 
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
@@ -52,8 +52,12 @@ class ResponsesRequest(BaseModel):
 
     # strict, as chat's: "5" is not a number, nor 5.0 a count (a float field takes an integer)
     model_config = ConfigDict(extra="allow", strict=True)
+    # what a union field's wrong type is told it takes (`gateway.validation_errors`)
+    EXPECTED_TYPES: ClassVar[dict[str, str]] = {"input": "a string or an array of input items"}
     model: str
-    input: str | list[dict[str, Any]]
+    # optional, as at OpenAI: a turn may answer `conversation`'s items or continue
+    # `previous_response_id` alone (a request with none of them is refused: `responses_routes`)
+    input: str | list[dict[str, Any]] = Field(default_factory=list)
     instructions: str | None = None
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None

@@ -293,10 +293,12 @@ M = TypeVar("M", bound=BaseModel)
 
 def validate(model_cls: type[M], body: Any) -> M:
     """Build `model_cls` from parsed JSON, or raise a 400 naming the first bad field, with
-    OpenAI's code for it (`gateway.validation_errors`)."""
+    OpenAI's code for it (`gateway.validation_errors`; a union field's wrong type is said
+    as the model's `EXPECTED_TYPES` says what it takes, where it names the field)."""
     if not isinstance(body, dict):
         raise invalid_request("The request body must be a JSON object.")
     try:
         return model_cls.model_validate(body)
     except ValidationError as exc:
-        raise openai_validation_error(exc.errors(include_url=False), body) from None
+        raise openai_validation_error(exc.errors(include_url=False), body,
+                                      getattr(model_cls, "EXPECTED_TYPES", None)) from None
