@@ -3,8 +3,9 @@
 
 Invariants: a tenant reaches only its own conversations and responses (another's answer
 404, naming the request's parameter); only a finished response (`completed` or
-`incomplete`) is continued: a background run still going, or a response that failed or was
-cancelled, is a 400 naming `previous_response_id`.
+`incomplete`) is continued: a background run still going, a stored foreground response
+still being answered (`live_responses`), or a response that failed or was cancelled, is a
+400 naming `previous_response_id`.
 """
 from __future__ import annotations
 
@@ -37,8 +38,11 @@ async def history_before(state: GatewayState, tenant: str, parsed: ResponsesRequ
 async def _previous_conversation(state: GatewayState, tenant: str, response_id: str) -> tuple[dict, ...]:
     """The conversation `previous_response_id` continues: a finished response's."""
     run = state.background.get(tenant, response_id)
-    if run is not None and not run.is_done:
-        raise invalid_request(f"Previous response '{response_id}' is still {run.status}; continue it once "
+    running = (run.status if run is not None and not run.is_done
+               else "in_progress" if state.live_responses.get(tenant, response_id) is not None   # a foreground one
+               else None)
+    if running is not None:
+        raise invalid_request(f"Previous response '{response_id}' is still {running}; continue it once "
                               "it has completed.", param="previous_response_id", code="invalid_value")
     previous = await state.responses.get(tenant, response_id)
     if previous is None:

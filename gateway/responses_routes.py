@@ -16,6 +16,9 @@ response's row is in the file, and a `conversation`'s turn in the conversation, 
 end is sent (a background run's `queued` row before its id is handed out); a write that
 fails is a 500 saying so (a begun stream's `response.failed`), so another gateway sharing
 the files, or this one after a crash, finds whatever was answered.
+A stored foreground response is found as it runs (`live_responses`, until its end or
+failure is put in the store, or it closed without one): GET answers it `in_progress`,
+DELETE forgets it (its end is then not stored; a `conversation`'s turn is still added).
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's responses or runs (their ids answer 404).
@@ -24,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -35,7 +37,7 @@ from gateway.config import UNAUTHENTICATED
 from gateway.background_responses import BackgroundJob, generate
 from gateway.background_runs import BackgroundRun
 from gateway.background_stream import run_event_stream
-from gateway.backend import Backend, Finished, Prepared
+from gateway.backend import Backend, Prepared
 from gateway.chat_checks import check_chat_request, check_message_count
 from gateway.errors import ApiError, invalid_request, rate_limited
 from gateway.exchange import CLIENT_CLOSED_STATUS, session_headers
@@ -43,6 +45,7 @@ from gateway.refused_steps import trace_refusal
 from gateway.respond import ReplyShape, respond
 from gateway.forecasting import bind_session
 from gateway.http_io import ClientGone, read_json_body
+from gateway.live_responses import LiveResponse
 from gateway.collected import Collected
 from gateway.response_store import SHUT_DOWN, StoredResponse, stopped_error
 from gateway.conversation_items import traced_in_conversation, turn_items
@@ -51,6 +54,7 @@ from gateway.request_metadata import checked_metadata
 from gateway.metrics_genai import record_refused_request
 from gateway.responses_format import ResponsesRequest, conversation_after, to_chat_body
 from gateway.responses_history import history_before
+from gateway.responses_keep import KeptBeforeTheEnd
 from gateway.responses_errors import ErrorsRenamed, renamed
 from gateway.responses_objects import input_items
 from gateway.responses_stream import ResponsesStreamWriter, failure_details, whole_response
@@ -62,34 +66,6 @@ from gateway.service_tiers import request_tier
 from gateway.state import GatewayState
 from gateway.tracing import begin_step
 
-class KeptBeforeTheEnd:
-    """`backend` as a Responses request whose end is kept runs on it: its `Finished` event,
-    which the client reads as the end (the JSON body; `response.completed` or
-    `response.incomplete`), comes only once `keep(collected)` has stored the response and
-    added the turn to its conversation, off the event loop (the stores' threads); a write
-    that fails ends the run with its 500 instead, as any failure of a run does (a 500
-    answer, or a stream's `response.failed`), so no success is answered that was not kept."""
-
-    def __init__(self, backend, keep: Callable[[Collected], Awaitable[None]]) -> None:
-        self._backend = backend
-        self._keep = keep
-
-    def __getattr__(self, name: str):
-        return getattr(self._backend, name)
-
-    async def run(self, prepared) -> AsyncIterator:
-        events = self._backend.run(prepared)
-        collected = Collected()   # a Responses request makes one choice
-        try:
-            async for event in events:
-                collected.add(event)
-                if isinstance(event, Finished):
-                    await self._keep(collected)
-                yield event
-        finally:
-            await events.aclose()
-
-
 async def create_response(request: Request) -> Response:
     """POST /v1/responses; with `store` (the default) the response is kept for
     `previous_response_id` and GET."""
@@ -98,6 +74,7 @@ async def create_response(request: Request) -> Response:
     tenant, model, request_id, trace, traced_body = UNAUTHENTICATED, "", None, None, None
     parsed, history, response_id = None, (), None   # what a refusal is traced with (`_traced_refusal`)
     hold = ConversationHold.nothing()   # on its conversation, until the request has ended (`conversation_locks`)
+    live = LiveResponse.nothing()   # a stored foreground response as it runs, for GET and DELETE (`live_responses`)
     try:
         tenant = state.keys.authenticate(request.headers.get("authorization"))
         body = await read_json_body(request, state.config.max_body_bytes)
@@ -127,6 +104,17 @@ async def create_response(request: Request) -> Response:
         created_at = int(time.time())
         request_id = prepared.request_id
 
+        def keep_failed(failed: dict) -> None:   # a foreground stream failed once begun: stored, unless deleted
+            if not live.is_deleted:
+                live.end()   # the store answers for it from here on
+                keep(failed, None)
+
+        writer = ResponsesStreamWriter(response_id, parsed, created_at,
+                                       on_failed=None if parsed.background else keep_failed)
+        if parsed.store and not parsed.background:   # GET, DELETE, input_items find it as it runs (QA224 F5)
+            live = state.live_responses.register(tenant, response_id, writer.snapshot,
+                                                 input_items(parsed, response_id))
+
         def keep(response: dict, collected: Collected | None) -> None:   # not waited for (`put`)
             if parsed.store:
                 messages = () if collected is None else conversation_after(parsed, traced_body, collected)
@@ -134,7 +122,10 @@ async def create_response(request: Request) -> Response:
 
         async def keep_end(collected: Collected) -> None:   # waited for: see `KeptBeforeTheEnd`
             response = whole_response(response_id, parsed, collected, created_at)
-            if parsed.store and not parsed.background:   # a background run stores its end itself (`generate`)
+            # a background run stores its end itself (`generate`); one deleted as it ran is not stored
+            stores = parsed.store and not parsed.background and not live.is_deleted
+            live.end()   # the store answers for it from here on (the put below remembers it at once)
+            if stores:
                 await state.responses.put_and_wait(tenant, StoredResponse(
                     response, conversation_after(parsed, traced_body, collected), input_items(parsed, response_id)),
                     durable=True)
@@ -144,14 +135,13 @@ async def create_response(request: Request) -> Response:
                                                      turn_items(input_items(parsed, response_id), response["output"]),
                                                      cap=state.config.conversation_bytes_per_tenant)
                 except ApiError as error:   # its stored row says it failed, before the client hears: it continues nothing
-                    if parsed.store and not parsed.background:   # (a background run stores its failure itself)
+                    if stores:   # (a background run stores its failure itself)
                         await state.responses.put_and_wait(tenant, StoredResponse(
                             {**response, "status": "failed", "error": failure_details(error.body())}, (),
                             input_items(parsed, response_id)), durable=True)
                     raise
                 hold.release()   # the turn is in: the next may come as the client reads this end (QA128)
         if parsed.background:   # stored before anything runs or is traced: a row the file cannot take is a 500
-            writer = ResponsesStreamWriter(response_id, parsed, created_at)
             run = await _stored_queued(state, tenant, writer)
         trace = begin_step(state.tracer, request, chat_body, prepared, is_chat=True, started_s=started_s,
                            instructions=parsed.instructions)
@@ -167,14 +157,18 @@ async def create_response(request: Request) -> Response:
             return _start_background(state, BackgroundJob(state, backend, prepared, writer, keep, started_s,
                                                           trace, prepare_again, hold.release),
                                      run, stream=parsed.stream)
+
+        def closed() -> None:   # the request ended, whichever way
+            hold.release()
+            live.end()
+
         shape = ReplyShape("responses", lambda reply, _: whole_response(response_id, parsed, reply.first, created_at),
-                           lambda: ResponsesStreamWriter(response_id, parsed, created_at,   # a failed stream: stored
-                                                         on_failed=lambda failed: keep(failed, None)),
-                           on_closed=hold.release)
+                           lambda: writer, on_closed=closed)   # (a failed stream is stored: `keep_failed`)
         return await respond(request, state, backend, prepared, is_chat=True, stream=parsed.stream,
                              include_usage=False, started_s=started_s, trace=trace, shape=shape)
     except ApiError as error:
         hold.release()
+        live.end()
         state.metrics.record_request(tenant, model, "responses", error.status)
         record_refused_request(state.metrics, tenant, "responses", model, time.perf_counter() - started_s, error)
         if parsed is not None and request_id is None:   # a valid request refused before it was prepared
@@ -183,9 +177,11 @@ async def create_response(request: Request) -> Response:
         return refusal(state, error, tenant, request_id, trace)
     except ClientGone:
         hold.release()
+        live.end()
         return Response(status_code=CLIENT_CLOSED_STATUS)
     except BaseException:   # a bug (a 500), or cancelled
         hold.release()
+        live.end()
         raise
 
 

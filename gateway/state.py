@@ -24,6 +24,7 @@ from gateway.errors import model_not_found
 from gateway.file_store import FileStore
 from gateway.heap import GcPauses
 from gateway.limiters import Limiters
+from gateway.live_responses import LiveResponses
 from gateway.metrics import Registry
 from gateway.response_store import ResponseStore
 from gateway.schema_checks import SchemaChecker
@@ -51,6 +52,7 @@ class GatewayState:
     created_s: int = field(default_factory=lambda: int(time.time()))  # the models' `created`
     schemas: SchemaChecker = field(default_factory=SchemaChecker)  # tool schemas that passed their check
     background: BackgroundRuns = field(default_factory=BackgroundRuns)  # background responses in flight
+    live_responses: LiveResponses = field(default_factory=LiveResponses)  # stored foreground ones in flight
     conversation_locks: ConversationLocks = field(default_factory=ConversationLocks)  # turns running on them
     gc_pauses: GcPauses = field(default_factory=GcPauses)  # the collector's pauses while serving
     version: str = field(default_factory=installed_version)  # read once: it reads package metadata files

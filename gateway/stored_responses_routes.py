@@ -1,6 +1,9 @@
 """HTTP handlers of the Responses API over stored responses: GET / DELETE
 /v1/responses/{id}, POST /v1/responses/{id}/cancel, GET /v1/responses/{id}/input_items
-(responses_routes.py makes them).
+(responses_routes.py makes them). A stored foreground response still running
+(`live_responses`) is found too: GET answers it `in_progress` with its output so far (as
+OpenAI shows a stored response in flight), DELETE marks it deleted (its end is not
+stored), input_items lists its input; it cannot be cancelled (not a background one).
 
 Invariants: as for every handler, authentication first and errors OpenAI-shaped; a
 tenant never reaches another tenant's responses or runs (their ids answer 404).
@@ -13,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.background_stream import run_event_stream
 from gateway.errors import invalid_request, response_not_found
 from gateway.list_page import list_page
+from gateway.live_responses import LiveResponse
 from gateway.response_store import is_unfinished
 from gateway.responses_format import check_include_query
 from gateway.routes import tenant_endpoint
@@ -41,10 +45,14 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
     `include` values checked as the request's); DELETE forgets it, stopping it first if
     it still runs. Else (unknown, another tenant's, or deleted through another gateway
     sharing the responses' file) a 404: a GET never stops a run (one deleted elsewhere
-    finishes here and is not stored again, `response_store`)."""
+    finishes here and is not stored again, `response_store`). A stored foreground response
+    still running is answered `in_progress` as it stands; DELETE forgets it, and its end is
+    not stored (QA224 F5)."""
     response_id = request.path_params["response_id"]
     run = state.background.get(tenant, response_id)
     if request.method == "DELETE":
+        if state.live_responses.delete(tenant, response_id):
+            return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
         if run is not None:
             await state.background.forget(run)
         if not await state.responses.delete(tenant, response_id):
@@ -52,6 +60,9 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
         return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
     stream, starting_after = _stream_query(request)
     check_include_query(request.query_params)
+    live = state.live_responses.get(tenant, response_id)
+    if live is not None:   # a foreground one still running
+        return _live_response(live, stream)
     stored = await state.responses.get(tenant, response_id)
     if stored is None:
         raise response_not_found(response_id)
@@ -71,6 +82,15 @@ async def stored_response(request: Request, state: GatewayState, tenant: str) ->
     return JSONResponse(stored.response)
 
 
+def _live_response(live: LiveResponse, stream: bool) -> Response:
+    """A stored foreground response still running, as it stands (`in_progress`); its
+    events cannot be streamed again (only a background response's can)."""
+    if stream:
+        raise invalid_request(f"Response '{live.response_id}' cannot be streamed: only a background response's events "
+                              "can be streamed.", param="stream", code="invalid_value")
+    return JSONResponse(live.response())
+
+
 @tenant_endpoint
 async def cancel_response(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/responses/{id}/cancel: stops a background response that is queued or in
@@ -80,16 +100,18 @@ async def cancel_response(request: Request, state: GatewayState, tenant: str) ->
     run = state.background.get(tenant, response_id)
     if run is not None:
         await state.background.cancel(run)
-    stored = await state.responses.get(tenant, response_id)
-    if stored is None:
-        raise response_not_found(response_id)
-    status = stored.response.get("status")
-    if not stored.response.get("background"):
+    stored = None   # a foreground response still running: not one to cancel
+    if state.live_responses.get(tenant, response_id) is None:
+        stored = await state.responses.get(tenant, response_id)
+        if stored is None:
+            raise response_not_found(response_id)
+    if stored is None or not stored.response.get("background"):
         raise invalid_request("Only responses created with `background: true` can be cancelled.",
                               param="response_id", code="invalid_value")
     if run is None and is_unfinished(stored.response):
         raise invalid_request(f"Response '{response_id}' runs in another gateway sharing this one's responses file; "
                               "cancel it there.", param="response_id", code="invalid_value")
+    status = stored.response.get("status")
     if status != "cancelled":
         raise invalid_request(f"Response '{response_id}' cannot be cancelled: its status is already '{status}'.",
                               param="response_id", code="invalid_value")
@@ -107,6 +129,9 @@ async def stored_input_items(request: Request, state: GatewayState, tenant: str)
     run = state.background.get(tenant, response_id)
     if run is not None and not run.is_done:
         return JSONResponse(page.of(run.input_items))
+    live = state.live_responses.get(tenant, response_id)
+    if live is not None:   # a foreground one still running
+        return JSONResponse(page.of(live.input_items))
     stored = await state.responses.get(tenant, response_id)
     if stored is None:
         raise response_not_found(response_id)
