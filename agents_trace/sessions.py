@@ -9,11 +9,13 @@ assistant message is that step's response (exact), or merely stands where it was
 as its response, so the agent may go on from whichever it kept. Longer matches win, exact
 beats loose at equal length, and among equal candidates the session whose calls the
 request's tool results (the tool messages after its last assistant message) answer wins,
-then the session whose latest step it is. A request whose tool results answer calls a
-recent step asked for (any choice's) continues that step's session when no prefix matches
-(a handoff: the new agent's instructions replace the system prompt), and also when the
-longest match is loose and its session asked for none of those calls (the agent edited an
-earlier reply: the request before it may equal the first request of many agents).
+then one whose step no later step went on from yet (identical runs' overlapping turns go
+one to each), then the request's agent's, then the session whose latest step it is. A
+request whose tool results answer calls a recent step asked for (any choice's) continues
+that step's session when no prefix matches (a handoff: the new agent's instructions replace
+the system prompt), and also when the longest match is loose and its session asked for none
+of those calls (the agent edited an earlier reply: the request before it may equal the
+first request of many agents).
 
 Invariants:
 - a session is identified by (tenant, id); digests, call-id keys included, are
@@ -73,6 +75,7 @@ class SessionState:
     session: SessionId
     source: SessionSource
     last_active_s: float
+    agent: str | None = None   # the latest step's agent that named one (`x-agent-name`): breaks ties
     num_steps: int = 0
     num_in_flight: int = 0
     head_index: int | None = None
@@ -129,8 +132,8 @@ class SessionTable(StepMatching):
     # --- opening and closing steps ---------------------------------------------------
     def open_step(self, tenant: str, explicit: tuple[str, SessionSource] | None,
                   digests: Sequence[bytes], messages: Sequence[Any], now_s: float,
-                  ) -> tuple[OpenedStep, list[SessionEnded]]:
-        """Resolve the request's session and give it the next step index."""
+                  agent: str | None = None) -> tuple[OpenedStep, list[SessionEnded]]:
+        """Resolve the request's session (`agent`: its sender, where named) and give it the next step index."""
         evicted: list[SessionEnded] = []
         matched: StepRef | None = None
         stitched: StepRef | None = None   # matched, or the step whose calls the request answers
@@ -139,15 +142,7 @@ class SessionTable(StepMatching):
             if state is None:
                 state = self._create(tenant, SessionId(explicit[0]), explicit[1], now_s, evicted)
         else:
-            matched, is_exact, rivals = self._match(tenant, digests, messages)
-            stitched = matched
-            if matched is None or not is_exact or len(rivals) > 1:   # NOTE: rare, the tool results may decide
-                answered, asking = self._match_answered(tenant, messages)
-                if matched is not None and asking:
-                    matched = self._pick(tenant, rivals, asking)
-                    if not is_exact and (matched.tenant, matched.session) not in asking:
-                        matched = None   # a loose match gives way to the session whose calls are answered
-                stitched = matched or answered
+            matched, stitched = self._stitch(tenant, digests, messages, agent)
             state = self._live.get((tenant, stitched.session)) if stitched else None
             if state is None:
                 matched = stitched = None
@@ -170,7 +165,7 @@ class SessionTable(StepMatching):
                             repeats_tool_runs=repeats_tool_runs(state.asked_ends, answered_ids))
         state.num_steps += 1
         state.num_in_flight += 1
-        state.last_active_s = now_s
+        state.last_active_s, state.agent = now_s, agent or state.agent
         state.last_request = (digests[-1], len(digests), opened.index) if digests else None
         self._touch(tenant, state.session)
         return opened, evicted

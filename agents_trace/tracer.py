@@ -180,9 +180,10 @@ class AgentTracer:
         messages = raw if isinstance(raw, list) else []
         explicit = explicit_session(headers, body)
         digests = prefix_digests(tenant, messages)
+        agent = agent_name(headers, body)   # NOTE: it breaks ties between identical runs' sessions
         with self._lock:
             opened, evicted = self._sessions.open_step(tenant, explicit, digests, messages,
-                                                       now_s)
+                                                       now_s, agent)
         for event in evicted:
             self._events.offer(event)
         model = body.get("model")
@@ -198,7 +199,7 @@ class AgentTracer:
         ctx = StepContext(
             tenant=tenant, session=opened.session, index=opened.index,
             session_source=opened.source, operation=operation,
-            model=model[:MAX_CLIENT_ID_CHARS] if isinstance(model, str) else "", agent=agent_name(headers, body),
+            model=model[:MAX_CLIENT_ID_CHARS] if isinstance(model, str) else "", agent=agent,
             arrived_s=arrived_s,
             after=after,
             gap_s=arrived_s - opened.prev_ended_s if opened.prev_ended_s is not None else None,
