@@ -43,6 +43,7 @@ from gateway.local_refusals import refuse_unsupported_chat_params, template_mess
 from gateway.local_schemas import local_schema
 from gateway.local_sampling import completion_budget, sampling_params
 from gateway.model_backends import engine_options_run
+from gateway.prompt_count import chat_tools, count_prompt_tokens
 from gateway.prompt_token_cache import PromptTokenCache
 from gateway.reply_format import reply_schema
 from gateway.schema_checks import SchemaChecker, check_off_loop, format_schema
@@ -228,7 +229,7 @@ class LocalBackend(LocalCompletions):
             raise invalid_request("logprobs with tools or a JSON response_format are not supported by "
                                   "local models: the gateway writes part of such replies itself.",
                                   param="logprobs", code="unsupported_parameter")
-        tools = [t.model_dump(exclude_none=True) for t in request.tools] if show_tools else None
+        tools = chat_tools(request, self.engine.supports_tools)   # (those of `show_tools`)
         if response_schema is not None:
             response_schema = local_schema(response_schema, "response_format.json_schema.schema")
         tokenizer = self.engine.tokenizer
@@ -279,6 +280,13 @@ class LocalBackend(LocalCompletions):
             tool_schemas=tool_schemas, flex=request.service_tier == "flex")
         prepared = self._prepared(request_id, tenant, request.completion_limit(), call)
         return prepared if request.completion_limit() is not None else self._within_budget(prepared, request.n or 1)
+
+    async def count_chat_prompt(self, request: ChatCompletionRequest) -> int | None:
+        """The tokens of the prompt `prepare_chat` renders for `request`, counted however far
+        past the context (a prompt it refused untokenized, for POST /v1/responses/input_tokens);
+        None past `MAX_COUNTED_CHARS` characters (gateway/prompt_count.py)."""
+        return await count_prompt_tokens(self.engine.tokenizer, template_messages(request),
+                                         chat_tools(request, self.engine.supports_tools))
 
     # --- running -----------------------------------------------------------------
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:

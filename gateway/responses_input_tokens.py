@@ -7,13 +7,18 @@ taken before its prompt is rendered and tokenized (QA134 H6: the tokenizer's wor
 for a prompt of megabytes, was free, so a tenant could stall the event loop at will); a
 tenant with none left is refused the usual 429 with `Retry-After`, counted in
 `stepahead_rejected_total`. Its answers carry the tenant's `x-ratelimit-*` headers.
+The count is the create request's prompt (same template, instructions, history, tools,
+`truncation: "auto"` cuts), however far past the context, up to a rendered prompt of
+`prompt_count.MAX_COUNTED_CHARS` characters (FI154); tokenizing stays off the event loop.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway.backend import Backend
+from gateway.backend import Backend, Prepared
 from gateway.config import UNAUTHENTICATED
 from gateway.errors import ApiError, invalid_request
 from gateway.exchange import take_request
@@ -23,7 +28,7 @@ from gateway.responses_format import ResponsesRequest, to_chat_body
 from gateway.responses_history import history_before
 from gateway.responses_routes import prepared_chat
 from gateway.routes import gateway_state, model_label, refusal
-from gateway.schemas import validate
+from gateway.schemas import ChatCompletionRequest, validate
 from gateway.state import GatewayState
 
 
@@ -32,9 +37,10 @@ async def count_input_tokens(request: Request) -> Response:
     send (instructions, `previous_response_id`'s conversation, input, tools; after
     `truncation: "auto"`), counted by the local model's own tokenizer and chat template.
     An input past the model's context is counted too (a client counts to learn it must
-    trim): only a prompt whose length alone proves it past the context (more characters
-    than the context holds tokens times the longest token's) is refused uncounted, the
-    create request's 400 `context_length_exceeded` ("at least N tokens").
+    trim), even one the create request refuses untokenized, its length alone past the
+    context; only a rendered prompt of more than `prompt_count.MAX_COUNTED_CHARS`
+    characters (1 Mi: seconds of tokenizing) keeps that 400 `context_length_exceeded`
+    ("at least N tokens").
     Nothing runs; the count is one request of the tenant's `requests_per_minute` (taken
     before its prompt is tokenized; a 429 with `Retry-After` when none is left), and takes
     no tokens and no slot. Upstream models are a 400: the gateway holds no tokenizer for
@@ -66,13 +72,40 @@ async def count_input_tokens(request: Request) -> Response:
 async def _counted(state: GatewayState, backend: Backend, parsed: ResponsesRequest, chat_body: dict,
                    sources: list[tuple[str, ...]], tenant: str) -> int:
     """The prompt tokens of the request as the create request would prepare it (cut first
-    with `truncation: "auto"`), whether or not they fit the model's context: counting is
-    how a client learns it must trim (QA224 F4), so the create request's
-    `context_length_exceeded` answers with the count it made; its other refusals stand."""
+    with `truncation: "auto"`, exactly as it cuts), whether or not they fit the model's
+    context: counting is how a client learns it must trim (QA224 F4), so the create
+    request's `context_length_exceeded` answers with the count it made, and the prompt it
+    refused untokenized ("at least N tokens", its length alone past the context) is counted
+    now (FI154; up to `prompt_count.MAX_COUNTED_CHARS`); its other refusals stand."""
+    recording = _RefusalRecording(backend)
     try:
-        _, prepared = await prepared_chat(state, backend, parsed, chat_body, sources, tenant, new_id("count"))
+        _, prepared = await prepared_chat(state, recording, parsed, chat_body, sources, tenant, new_id("count"))
     except ApiError as error:
-        if error.code != "context_length_exceeded" or error.num_prompt_tokens is None:
-            raise   # (a prompt refused uncounted, its length alone past the context: "at least N" tokens)
-        return error.num_prompt_tokens
+        if error.code != "context_length_exceeded":
+            raise
+        if error.num_prompt_tokens is not None:
+            return error.num_prompt_tokens
+        count = getattr(backend, "count_chat_prompt", None)   # (local models only refuse untokenized)
+        num_tokens = None if count is None or recording.refused is None else await count(recording.refused)
+        if num_tokens is None:
+            raise   # past what is counted: the create request's "at least N" 400
+        return num_tokens
     return prepared.num_prompt_tokens
+
+
+@dataclass(slots=True)
+class _RefusalRecording:
+    """`backend` for `prepared_chat`, keeping the last chat request its `prepare_chat`
+    refused untokenized (`context_length_exceeded` without `num_prompt_tokens`). That is
+    the one `prepared_chat` raises such a refusal for: a request it tries alone, or, with
+    `truncation: "auto"`, the fullest cut, which it tries last (responses_truncation.py)."""
+    backend: Backend
+    refused: ChatCompletionRequest | None = None
+
+    async def prepare_chat(self, request: ChatCompletionRequest, tenant: str, request_id: str) -> Prepared:
+        try:
+            return await self.backend.prepare_chat(request, tenant, request_id)
+        except ApiError as error:
+            if error.code == "context_length_exceeded" and error.num_prompt_tokens is None:
+                self.refused = request
+            raise

@@ -1,12 +1,16 @@
 """POST /v1/responses/input_tokens counts an input past the model's context (QA224 F4:
 it answered the create request's 400 `context_length_exceeded`, the count only in its
-message): counting is how a client learns it must trim. Its other refusals stand."""
+message): counting is how a client learns it must trim. Its other refusals stand.
+FI154: also an input the create request refuses untokenized, its length alone past the
+context ("at least N tokens"), up to `prompt_count.MAX_COUNTED_CHARS` characters."""
 from __future__ import annotations
 
 import httpx
 import pytest
 
 LONG = "w " * 9000   # 18,000 tokens of the tiny model's byte tokenizer; its context is 8,192
+# past 8,192 tokens x 13 characters (its longest token): refused before it is tokenized (QA134 H0)
+LONGER = "w " * 60000
 
 
 def post(gateway, path: str, body: dict, tenant: str = "alpha") -> httpx.Response:
@@ -48,3 +52,63 @@ def test_another_tenants_conversation_is_still_not_found(gateway):
                               timeout=60).json()["id"]
     answer = post(gateway, "/input_tokens", {"model": "tiny", "input": LONG, "conversation": conversation})
     assert answer.status_code == 404 and answer.json()["error"]["param"] == "conversation"
+
+
+def tokens_of(messages: list[dict], tools: list[dict] | None = None) -> int:
+    """What the tiny model's tokenizer gives for the chat prompt rendered from `messages`."""
+    from shards.chat_template import render_chat
+    from shards.model_files import load_tokenizer
+
+    return len(render_chat(load_tokenizer("tiny"), messages, tools))
+
+
+def test_a_count_is_the_tokenizers_count_of_the_rendered_prompt(gateway):
+    body = {"model": "tiny", "input": LONG, "instructions": "Be brief."}   # (counted by prepare_chat)
+    counted = post(gateway, "/input_tokens", body).json()["input_tokens"]
+    assert counted == tokens_of([{"role": "system", "content": "Be brief."}, {"role": "user", "content": LONG}])
+
+
+@pytest.mark.parametrize("extra", [{}, {"max_output_tokens": 100}, {"truncation": "auto"}])
+def test_an_input_whose_length_alone_is_past_the_context_is_counted(gateway, extra):
+    body = {"model": "tiny", "input": LONGER, "instructions": "Be brief.", **extra}
+    counted = post(gateway, "/input_tokens", body)
+    assert counted.status_code == 200, counted.text
+    expected = tokens_of([{"role": "system", "content": "Be brief."}, {"role": "user", "content": LONGER}])
+    assert counted.json() == {"object": "response.input_tokens", "input_tokens": expected}
+    assert expected > 100000
+    created = post(gateway, "", body)   # the create request is still refused early, uncounted
+    assert created.status_code == 400
+    error = created.json()["error"]
+    assert error["code"] == "context_length_exceeded" and "at least" in error["message"], error
+    assert str(expected) not in error["message"]
+
+
+def test_such_an_input_counts_its_tools(gateway):
+    tool = {"type": "function", "name": "lookup", "description": "Look a word up.",
+            "parameters": {"type": "object", "properties": {"word": {"type": "string"}}}}
+    body = {"model": "tiny", "input": LONGER, "tools": [tool]}
+    counted = post(gateway, "/input_tokens", body)
+    assert counted.status_code == 200, counted.text
+    chat_tool = {"type": "function", "function": {key: tool[key] for key in ("name", "description", "parameters")}}
+    assert counted.json()["input_tokens"] == tokens_of([{"role": "user", "content": LONGER}], [chat_tool])
+
+
+def test_a_conversation_whose_fullest_cut_is_past_the_context_counts_that_cut(gateway):
+    first = post(gateway, "", {"model": "tiny", "input": "w " * 3000, "max_output_tokens": 1}).json()
+    body = {"model": "tiny", "input": LONGER, "previous_response_id": first["id"]}
+    whole = post(gateway, "/input_tokens", body)
+    cut = post(gateway, "/input_tokens", {**body, "truncation": "auto"})
+    assert whole.status_code == cut.status_code == 200, (whole.text, cut.text)
+    assert cut.json()["input_tokens"] == tokens_of([{"role": "user", "content": LONGER}])   # the last turn alone
+    assert whole.json()["input_tokens"] > cut.json()["input_tokens"] + 6000
+
+
+def test_a_prompt_past_what_is_counted_keeps_the_at_least_refusal(gateway, monkeypatch):
+    from gateway import prompt_count
+
+    monkeypatch.setattr(prompt_count, "MAX_COUNTED_CHARS", len(LONGER))   # the rendered prompt is longer
+    answer = post(gateway, "/input_tokens", {"model": "tiny", "input": LONGER})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "context_length_exceeded" and "at least" in error["message"]
+    assert error["param"] == "input"
