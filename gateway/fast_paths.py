@@ -51,7 +51,7 @@ class CompletionFastPath:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (refusal := repeated_authorization(scope["headers"])) is not None:
             self.on_refused(scope, refusal.status)
-            await self.error_response(refusal)(scope, receive, send)
+            await with_request_id(self.error_response(refusal), scope)(scope, receive, send)
             return
         handler = (self.handlers.get(scope["path"])
                    if scope["type"] == "http" and scope["method"] == "POST" else None)
@@ -65,7 +65,7 @@ class CompletionFastPath:
             raise
         except Exception:
             log.exception("unhandled error in a completion handler")
-            response = self.error_response(server_error())
+            response = with_request_id(self.error_response(server_error()), scope)
         await response(scope, receive, send)
 
     async def _contained(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,7 +94,7 @@ class CompletionFastPath:
             if started or scope["type"] != "http":
                 raise
             log.exception("unhandled error in a request handler")
-            await self.error_response(server_error())(scope, receive, send)
+            await with_request_id(self.error_response(server_error()), scope)(scope, receive, send)
 
 
     async def _cut_at_shutdown(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -108,6 +108,14 @@ class CompletionFastPath:
         for name, value in (headers or {}).items():
             response.headers[name] = value
         await response(scope, receive, send)
+
+
+def with_request_id(response: Response, scope: Scope) -> Response:
+    """`response` (one made here, not by a handler) with a new `x-request-id` on a `/v1/`
+    path, where it has none (QA228: the 401 for two Authorization headers had none)."""
+    if scope["path"].startswith("/v1/") and REQUEST_ID.decode() not in response.headers:
+        response.headers[REQUEST_ID.decode()] = new_id("req")
+    return response
 
 
 def relative_locations(headers: list[tuple[bytes, bytes]], scope: Scope) -> list[tuple[bytes, bytes]]:

@@ -46,6 +46,10 @@ the app, as its body cannot be read. A body sent with a transfer coding other th
 `unsupported_transfer_encoding`, as RFC 9112 asks of a coding the server does not know):
 the parser undoes only the chunking, so such a body was read as its still-encoded bytes
 (QA163: a gzipped body taken for broken JSON, a plain one served as if unencoded).
+A chunked body's trailer fields are dropped, never request headers, and bounded as a
+head is (`gateway/http_trailers.py`). An HTTP/1.1 request without a `Host` header, or any
+request with two or with an invalid one, is refused (400 `invalid_http_request`, as RFC
+9112 §3.2 asks; QA228) as the other heads are.
 `uvicorn_protocols()` is how every uvicorn server of the gateway is to be set up: these
 connections, and a WebSocket upgrade served as the plain HTTP request it also is (the app
 has no WebSocket route: it answers OpenAI-shaped, a 404 for an unknown path, never
@@ -60,6 +64,8 @@ import json
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.half_close import EofWatch
+from gateway.http_head_checks import has_body, host_problem, unknown_transfer_coding
+from gateway.http_trailers import TrailerGuard
 from gateway.ids import new_id
 
 MAX_HEAD_BYTES = 64 * 1024   # nginx's default large_client_header_buffers is 4 x 8 KiB
@@ -84,28 +90,7 @@ def refusal_bytes(status: int, message: str, code: str) -> bytes:
             "connection: close\r\n\r\n").encode() + body
 
 
-def _has_body(headers: list[tuple[bytes, bytes]]) -> bool:
-    """Whether a request's headers announce a body (a non-zero Content-Length, or any
-    Transfer-Encoding)."""
-    for name, value in headers:
-        if name.lower() == b"transfer-encoding" or (name.lower() == b"content-length"
-                                                     and value.strip().lstrip(b"0") != b""):
-            return True
-    return False
-
-
-def _unknown_transfer_coding(headers: list[tuple[bytes, bytes]]) -> str | None:
-    """The first transfer coding other than `chunked` the headers name, or None."""
-    for name, value in headers:
-        if name.lower() == b"transfer-encoding":
-            for part in value.split(b","):
-                coding = part.strip().lower()
-                if coding and coding != b"chunked":
-                    return coding.decode("latin-1")
-    return None
-
-
-class GuardedHttpToolsProtocol(HttpToolsProtocol):
+class GuardedHttpToolsProtocol(TrailerGuard, HttpToolsProtocol):
     max_head_bytes = MAX_HEAD_BYTES
     head_timeout_s = HEAD_TIMEOUT_S
 
@@ -203,7 +188,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             self._head_refused = True   # a head that came after another request in one read (QA118)
             self._refuse_long_head()
             return
-        coding = _unknown_transfer_coding(self.headers)
+        problem = host_problem(self.headers, self.parser.get_http_version())
+        if problem is not None:
+            self._head_refused = True
+            self._refuse(400, problem, "invalid_http_request")
+            return
+        coding = unknown_transfer_coding(self.headers)
         if coding is not None:
             self._head_refused = True
             self._refuse(501, f"The request body is sent with 'Transfer-Encoding: {coding[:40]}'; this gateway "
@@ -212,7 +202,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         if self.parser.should_upgrade():
             self._switch_asked = True
-            if _has_body(self.headers):
+            if has_body(self.headers):
                 self._head_refused = True
                 self._refuse(400, "The request asks to switch protocols ('Connection: upgrade' with 'Upgrade', as "
                              "curl --http2 sends over http://, or the CONNECT method) and carries a body: this "
@@ -275,14 +265,18 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         unless the app already began one (then the connection just closes); its app sees
         the client gone (QA118: the refusal waited for that request's own answer, which
         waited for the rest of its body: no answer, the connection held forever)."""
+        self._fail_request(400, f"The HTTP request could not be parsed: {msg.rstrip('.')} (check its method, "
+                           "headers and body framing).", "invalid_http_request")
+
+    def _fail_request(self, status: int, message: str, code: str) -> None:
+        """Refuse the request being read (see `send_400_response`; also its trailers' 431)."""
         failed = self.cycle if not self._in_head else None   # inside a body: the request being read
         if failed is not None:
             self._forget(failed)
             if failed.response_started:   # answered (in part) already: no second answer for it
                 self._close_after_owed(b"")
                 return
-        self._refuse(400, f"The HTTP request could not be parsed: {msg.rstrip('.')} (check its method, "
-                     "headers and body framing).", "invalid_http_request")
+        self._refuse(status, message, code)
 
     def _refuse_long_head(self) -> None:
         self._refuse(431, f"The request's line and headers exceed {self.max_head_bytes} bytes.",

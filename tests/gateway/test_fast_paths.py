@@ -39,9 +39,9 @@ def app_with_fast_path() -> CompletionFastPath:
     return CompletionFastPath(inner, handlers={"/v1/chat/completions": broken}, error_response=error_response)
 
 
-async def call(app, method: str, path: str) -> list[dict]:
+async def call(app, method: str, path: str, headers: list | None = None) -> list[dict]:
     scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
-             "headers": [], "root_path": "", "scheme": "http", "server": ("127.0.0.1", 80), "http_version": "1.1"}
+             "headers": headers or [], "root_path": "", "scheme": "http", "server": ("127.0.0.1", 80), "http_version": "1.1"}
     sent: list[dict] = []
 
     received = asyncio.Event()
@@ -91,3 +91,20 @@ async def test_every_v1_answer_carries_a_request_id_its_handlers_own_kept():
     assert request_ids(await call(app_with_fast_path(), "GET", "/v1/models")) != [made]   # one per answer
     assert request_ids(await call(app_with_fast_path(), "GET", "/v1/responses/resp_own")) == [b"resp_own"]
     assert request_ids(await call(app_with_fast_path(), "GET", "/health")) == []   # not an API answer
+
+
+@pytest.mark.parametrize("method, path", [("GET", "/v1/models"), ("POST", "/v1/chat/completions"),
+                                          ("POST", "/v1/responses")])
+async def test_the_fast_paths_own_answers_on_v1_carry_a_request_id(method, path):
+    """QA228 F3: the 401 for two Authorization headers (and the 500 of an error before a
+    response) are made here, past the layer that adds it."""
+    two = [(b"authorization", b"Bearer a"), (b"authorization", b"Bearer b")]
+    sent = await call(app_with_fast_path(), method, path, headers=two)
+    assert sent[0]["status"] == 401
+    assert [value for name, value in sent[0]["headers"] if name == b"x-request-id"][0].startswith(b"req")
+    if method == "POST":   # both paths raise before their response: a 500, with its own id
+        sent = await call(app_with_fast_path(), method, path)
+        assert sent[0]["status"] == 500
+        assert [value for name, value in sent[0]["headers"] if name == b"x-request-id"][0].startswith(b"req")
+    health = await call(app_with_fast_path(), "GET", "/health", headers=two)
+    assert health[0]["status"] == 401 and b"x-request-id" not in dict(health[0]["headers"])   # not an API answer

@@ -1,8 +1,10 @@
 """The HTTP guards `stepahead serve` adds to uvicorn: a request head past its size limit
 is a 431 and one that does not arrive in time a 408, OpenAI-shaped, the connection
 closed; an ordinary request, a large body in the same packet as its head, and pipelined
-requests pass. uvicorn alone kept a 10 MB header and waited on a half-sent head forever."""
+requests pass. uvicorn alone kept a 10 MB header and waited on a half-sent head forever.
+An HTTP/1.1 request without one valid Host header is a 400 (RFC 9112 §3.2)."""
 import json
+import re
 import socket
 import time
 
@@ -115,3 +117,23 @@ def test_a_request_the_parser_refuses_is_an_openai_shaped_400_and_the_connection
     assert status == "HTTP/1.1 400 Bad Request" and b"content-type: application/json" in answer.lower()
     assert error["code"] == "invalid_http_request" and error["type"] == "invalid_request_error"
     assert error["message"].startswith("The HTTP request could not be parsed: Invalid HTTP request received")
+
+
+@pytest.mark.parametrize("hosts", [b"", b"Host: a.example\r\nHost: b.example\r\n", b"Host: evil.com:99999/<x>\r\n",
+                                   b"Host: a b\r\n", b"Host: x@y\r\n"],
+                         ids=["none", "two", "with-a-path", "with-a-space", "with-userinfo"])
+def test_an_http11_request_without_one_valid_host_is_a_400_and_the_connection_closes(server, hosts):
+    """RFC 9112 §3.2 (QA228 F5: all three were served)."""
+    answer = _exchange(server, b"POST /echo HTTP/1.1\r\n" + hosts + b"Content-Length: 2\r\n\r\n{}" + _request())
+    status, error = _error_of(answer)
+    assert status == "HTTP/1.1 400 Bad Request" and error["code"] == "invalid_http_request"
+    assert "Host header" in error["message"] and len(re.findall(rb"HTTP/1\.1 \d{3} ", answer)) == 1   # nothing after it
+
+
+@pytest.mark.parametrize("data", [
+    b"POST /echo HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}",   # HTTP/1.0 may omit it
+    _request(extra=b"Host: [::1]:8080\r\n").replace(b"Host: x\r\n", b"", 1),
+    _request(extra=b"Host: \r\n").replace(b"Host: x\r\n", b"", 1),   # an empty one: a target without authority
+    _request(extra=b"Host: localhost:8080\r\n").replace(b"Host: x\r\n", b"", 1)])
+def test_a_request_with_a_valid_host_or_an_http10_one_without_is_served(server, data):
+    assert b'{"body_bytes":2}' in _exchange(server, data)
