@@ -57,6 +57,8 @@ _WRAPPER = re.compile(r"^(?:litellm\.\w+:\s*|\w+Error:\s*|Timeout:\s*)*"
                       r"(?:[\w\-]+Exception|APITimeoutError)\s+-\s+(?:Error code:\s*\d+\s+-\s+)?")
 _LITELLM_NAME = re.compile(r"^(?:litellm\.\w+:\s*)+")
 _ERROR_STR = " Error_str: "   # litellm's timeout: "Request timed out. Error_str: <the SDK's words>"
+# what litellm adds to a whole reply's timeout: " - timeout value=3.0, time taken=3.01 seconds"
+_TIMEOUT_TIMES = re.compile(r" - timeout value=[^,]*, time taken=\S* seconds\s*$")
 _ORIGINAL = " Original exception: "   # MidStreamFallbackError repeats what it wraps
 
 
@@ -171,15 +173,17 @@ def wrapper_free(text: str) -> str:
     """`text` (a litellm exception's message) without litellm's words around the provider's
     own: its class names and "OpenAIException - " prefixes (nested ones too), the SDK's "Error
     code: N - ", a timeout's first sentence repeated before "Error_str:" (a text completion's
-    timeout wraps litellm's whole timeout text in another: each is taken off), and the
-    "Original exception: …" a `MidStreamFallbackError` adds. A text without litellm's
-    provider marker ("<provider>Exception - ") keeps its class names."""
+    timeout wraps litellm's whole timeout text in another: each is taken off) and the
+    times it adds after a whole reply's (" - timeout value=3.0, time taken=3.01 seconds":
+    every timeout reads alike, streamed or not, QA229), and the "Original exception: …" a
+    `MidStreamFallbackError` adds. A text without litellm's provider marker
+    ("<provider>Exception - ") keeps its class names."""
     text = text.split(_ORIGINAL, 1)[0]
     while True:
         while (stripped := _WRAPPER.sub("", text, count=1)) != text:
             text = _LITELLM_NAME.sub("", stripped)
         if _ERROR_STR not in text:
-            return text
+            return _TIMEOUT_TIMES.sub("", text)
         text = text.split(_ERROR_STR, 1)[1]
 
 

@@ -170,11 +170,16 @@ def _refusal_of(content: Any) -> str | None:
 
 def check_item_id(item: dict, where: str) -> None:
     """A 400 naming `where.id` when the item's `id` is not a string of 1 to 256
-    characters; an item without one (or with `"id": null`) is given one when listed."""
+    characters, or is one its URL cannot name (a `.` or `..` between slashes, which
+    clients and the router take for a path's dot-segment: QA229); an item without one (or
+    with `"id": null`) is given one when listed."""
     own_id = item.get("id")
     if own_id is not None and not (isinstance(own_id, str) and 0 < len(own_id) <= MAX_ITEM_ID_CHARS):
         raise invalid_request(f"An item's 'id' must be a string of 1 to {MAX_ITEM_ID_CHARS} characters.",
                               param=f"{where}.id", code="invalid_value")
+    if own_id is not None and any(segment in (".", "..") for segment in own_id.split("/")):
+        raise invalid_request(f"An item's 'id' may not be '.' or '..', nor hold one between slashes ({own_id!r}): "
+                              "its URL could not name it.", param=f"{where}.id", code="invalid_value")
 
 
 def check_input_ids(items: str | list[dict[str, Any]]) -> None:

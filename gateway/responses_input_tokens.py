@@ -26,7 +26,7 @@ from gateway.http_io import read_json_body
 from gateway.ids import new_id
 from gateway.responses_format import ResponsesRequest, to_chat_body
 from gateway.responses_history import history_before
-from gateway.responses_routes import prepared_chat
+from gateway.responses_routes import check_something_to_answer, prepared_chat
 from gateway.routes import gateway_state, model_label, refusal
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.state import GatewayState
@@ -53,6 +53,8 @@ async def count_input_tokens(request: Request) -> Response:
         model = model_label(state, body, tenant)
         parsed = validate(ResponsesRequest, body)   # `input` left out is [] (the model's default)
         history = await history_before(state, tenant, parsed)
+        if parsed.instructions is None:   # (instructions alone are counted: what they cost is worth knowing)
+            check_something_to_answer(parsed, history)   # nothing at all: the create request's 400 (QA229 F2)
         backend = state.backend(parsed.model, tenant)
         model = parsed.model
         if backend.owned_by == "upstream":

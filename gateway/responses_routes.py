@@ -91,7 +91,7 @@ async def create_response(request: Request) -> Response:
             _check_room_for_background(state, tenant)
         hold = state.conversation_locks.take(tenant, parsed.conversation_id())
         history = await history_before(state, tenant, parsed)
-        _check_something_to_answer(parsed, history)   # `input` may be left out, not with nothing else
+        check_something_to_answer(parsed, history)   # `input` may be left out, not with nothing else
         backend = state.backend(parsed.model, tenant)  # an unknown model is a 404 before its name is a metric label
         if parsed.conversation is not None:   # a turn whose input alone cannot be kept runs no model
             await state.conversations.check_turn_room(tenant, turn_items(input_items(parsed, response_id), []),
@@ -204,7 +204,7 @@ def _traced_refusal(state: GatewayState, request: Request, parsed: ResponsesRequ
     return trace_refusal(state, request, chat_body, parsed, tenant, error, is_chat=True, request_id=response_id)
 
 
-def _check_something_to_answer(request: ResponsesRequest, history: tuple[dict, ...]) -> None:
+def check_something_to_answer(request: ResponsesRequest, history: tuple[dict, ...]) -> None:
     """A 400 `missing_required_parameter` naming `input` when the model would be given
     nothing to answer: no input (left out, `[]`, or `reasoning` items alone, which are
     dropped) and no history (no `previous_response_id`, and a `conversation` without

@@ -234,15 +234,17 @@ async def health(request: Request) -> Response:
     """Readiness for anyone, with each model's `ready`: 200 "ok", or 503 "starting" (the
     gateway has not finished its start) or "unavailable" (started, but a model has no
     worker ready: all of them restarting, say); an admin key also sees the workers, their
-    loads and the device, and the version running. A key that is sent must be valid."""
+    loads and the device, and the version running; a tenant's key sees only the models it
+    may use (its `models`; the status is the gateway's). A key that is sent must be valid."""
     state = gateway_state(request)
-    is_admin = False
+    is_admin, shown = False, None
     authorization = request.headers.get("authorization")
     if authorization:
         try:
-            is_admin = state.config.is_admin(state.keys.authenticate(authorization))
+            tenant = state.keys.authenticate(authorization)
         except ApiError as error:
             return error_response(error)
+        is_admin, shown = state.config.is_admin(tenant), state.models_for(tenant)
     models = {name: backend.health() for name, backend in state.backends.items()}
     ready = state.is_ready and all(m.get("ready", True) for m in models.values())
     status = "ok" if ready else "starting" if not state.is_ready else "unavailable"
@@ -250,7 +252,8 @@ async def health(request: Request) -> Response:
     if is_admin:
         body["version"] = state.version
     else:
-        body["models"] = {name: {"ready": bool(m.get("ready", True))} for name, m in models.items()}
+        body["models"] = {name: {"ready": bool(m.get("ready", True))} for name, m in models.items()
+                          if shown is None or name in shown}
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

@@ -62,3 +62,14 @@ def test_the_official_client_reaches_an_id_with_a_slash(gateway, http):
         client.conversations.items.retrieve("a/b", conversation_id=conversation)
     assert [item.id for item in client.conversations.items.list(conversation, order="asc")] == [
         "x//y/", "a%2Fb", "plain"]
+
+
+@pytest.mark.parametrize("item_id", ["..", ".", "a/../b", "a/.", "../x"])
+def test_an_id_its_url_cannot_name_is_refused_where_it_is_given(http, item_id):
+    """QA229: `..` was kept, and its URL `/items/..` is the conversation itself."""
+    for path, body in (("/v1/conversations", {"items": [{"id": item_id, "type": "message", "role": "user",
+                                                          "content": "x"}]}),
+                       ("/v1/responses", {"model": "tiny", "max_output_tokens": 1, "input": [
+                           {"id": item_id, "type": "message", "role": "user", "content": "x"}]})):
+        error = http.post(path, json=body).json()["error"]
+        assert error["param"].endswith("[0].id") and "its URL could not name it" in error["message"], (path, error)

@@ -50,3 +50,13 @@ def test_a_request_with_nothing_to_answer_is_missing_input(gateway, client, extr
     error = answer.json()["error"]
     assert (error["param"], error["code"]) == ("input", "missing_required_parameter")
     assert "'conversation'" in error["message"] and "'previous_response_id'" in error["message"]
+
+
+def test_counting_nothing_is_the_create_requests_400_and_instructions_alone_are_counted(gateway):
+    """QA229 F2: `{"model": "tiny"}` on input_tokens was chat's `empty_array`."""
+    with httpx.Client(base_url=gateway.base_url, headers=gateway.headers("alpha"), timeout=30) as client:
+        for path in ("/v1/responses/input_tokens", "/v1/responses"):
+            error = client.post(path, json={"model": "tiny"}).json()["error"]
+            assert (error["code"], error["param"]) == ("missing_required_parameter", "input"), (path, error)
+        counted = client.post("/v1/responses/input_tokens", json={"model": "tiny", "instructions": "Be brief."})
+        assert counted.status_code == 200 and counted.json()["input_tokens"] > 0

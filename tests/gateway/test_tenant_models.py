@@ -107,3 +107,10 @@ def test_a_reload_applies_a_tenants_models_at_once():
     with pytest.raises(ApiError) as caught:
         state.backend("m2", "t")
     assert caught.value.status == 404 and "'m2'" in caught.value.message and "serves: m1 " in caught.value.message
+
+
+def test_health_shows_a_fenced_tenant_only_its_models(gateway):
+    fenced = httpx.get(f"{gateway.base_url}/health", headers=gateway.headers("fenced"), timeout=30).json()
+    assert sorted(fenced["models"]) == sorted(FENCED_MODELS)
+    anyone = httpx.get(f"{gateway.base_url}/health", timeout=30).json()
+    assert "tiny" in anyone["models"]   # readiness for a probe without a key: every model's
