@@ -115,7 +115,7 @@ def check_tool_messages(request: ChatCompletionRequest, answers_follow_calls: bo
     (chat), as OpenAI's chat API, also before the next assistant message (QA220 F6). A
     Responses request passes False: that API pairs calls and outputs by call_id, so a
     response's output items sent back as they came (calls, then text) precede the
-    outputs (`responses_format.input_messages` makes them two assistant messages). A call id is
+    outputs (`responses_input.input_messages` makes them two assistant messages). A call id is
     pending once at a time and answered once, as at OpenAI ("Duplicate function_call_output
     for call_id"): a call made while one with its id waits for its answer, or a second
     answer to a call, is a 400 naming it (an id used again in a later turn, after its first

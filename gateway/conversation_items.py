@@ -27,7 +27,8 @@ from gateway.errors import ApiError, invalid_request
 from gateway.ids import random_hex
 from gateway.item_fields import check_item_fields
 from gateway.responses_errors import renamed
-from gateway.responses_format import ResponsesRequest, check_item_id, input_messages
+from gateway.responses_format import ResponsesRequest
+from gateway.responses_input import check_item_id, input_messages
 from gateway.responses_objects import ITEM_ID_PREFIXES, listed_item
 from gateway.schemas import ChatCompletionRequest, validate
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from gateway.conversation_items import check_kept_items
 from gateway.errors import ApiError, invalid_request, response_not_found
-from gateway.responses_format import ResponsesRequest, input_messages
+from gateway.responses_format import ResponsesRequest
+from gateway.responses_input import input_messages
 from gateway.state import GatewayState
 
 CONTINUABLE = ("completed", "incomplete")

@@ -23,7 +23,8 @@ from gateway.collected import MESSAGE, Collected
 from gateway.item_fields import SDK_NAMES
 from gateway.openai_format import logprob_entries
 from gateway.responses_chat_fields import echoed_reasoning
-from gateway.responses_format import TEXT_PARTS, ResponsesRequest
+from gateway.responses_format import ResponsesRequest
+from gateway.responses_input import TEXT_PARTS
 from gateway.schemas import served_tier
 
 

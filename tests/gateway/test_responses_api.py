@@ -9,7 +9,8 @@ from gateway.backend import Finished, TextDelta, ToolCallDelta, Usage
 from gateway.errors import ApiError
 from gateway.collected import Collected
 from gateway.responses_errors import renamed
-from gateway.responses_format import ResponsesRequest, conversation_after, input_messages, to_chat_body
+from gateway.responses_format import ResponsesRequest, conversation_after, to_chat_body
+from gateway.responses_input import input_messages
 from gateway.schemas import ChatCompletionRequest, validate
 from gateway.responses_stream import ResponsesStreamWriter, whole_response
 from tests.gateway.conftest import KEYS

@@ -8,7 +8,8 @@ import pytest
 
 from gateway.errors import ApiError, context_length_exceeded
 from gateway.local_sampling import completion_budget
-from gateway.responses_format import ResponsesRequest, input_messages, to_chat_body
+from gateway.responses_format import ResponsesRequest, to_chat_body
+from gateway.responses_input import input_messages
 from gateway.schemas import ChatCompletionRequest, validate
 
 
