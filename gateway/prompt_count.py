@@ -15,7 +15,9 @@ Invariants:
 - tokenizing runs in a worker thread through `tokenizer.encode`, which lets go of the
   GIL while it works (the Rust backend's `encode` holds it: the event loop would stall
   for the whole count); a prompt holding client special text (a MARK) goes through
-  `MarkedTextEncoder`, whose pieces hold it, as `shards.chat_template.render_chat` does.
+  `MarkedTextEncoder`, as `shards.chat_template.render_chat` does, whose encodes let go
+  of it too (`encode_releasing_gil`, FI157). NOTE: `MarkedTextEncoder.of` copies the
+  backend for each such count (~0.2 s with the GIL held on SmolLM2).
 """
 from __future__ import annotations
 

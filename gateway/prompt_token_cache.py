@@ -36,7 +36,8 @@ a text can be (gateway/prompt_bounds.py): callers refuse by it a prompt certainl
 context before they tokenize it, which costs seconds and gigabytes for megabytes of text.
 
 NOTE: thread-safe (the gateway tokenizes in worker threads): the lookup and the insert
-hold a lock; tokenizing does not.
+hold a lock; tokenizing does not, and it releases the GIL (`encode_releasing_gil`, or
+`tokenizer.encode`, which goes through `encode_batch`): the event loop runs meanwhile.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from dataclasses import dataclass, field
 
 from gateway.prompt_bounds import PromptBound
 from gateway.prompt_text_scan import last_cuts, shared_prefix_length
-from shards.special_text import MARK, MarkedTextEncoder
+from shards.special_text import MARK, MarkedTextEncoder, encode_releasing_gil
 
 logger = logging.getLogger("stepahead.gateway")
 
@@ -197,7 +198,7 @@ class PromptTokenCache:
             cuts = [(index, end) for index, end in zip(pieces.added_at, pieces.added_ends)
                     if pieces.ids[index] in cut_tokens]
             return pieces.ids, [index for index, _ in cuts], [end for _, end in cuts]
-        encoding = self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
+        encoding = encode_releasing_gil(self.tokenizer.backend_tokenizer, text)   # the loop runs meanwhile
         new_ids = encoding.ids
         cut_at = [index for index, token_id in enumerate(new_ids) if token_id in cut_tokens]
         # NOTE: the cut tokens' offsets only: `encoding.offsets` builds a tuple per token (~0.3 µs

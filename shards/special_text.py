@@ -22,7 +22,10 @@ Invariants:
 - `unmark(mark(s)) == s` for every string, and a special token's text from a client
   string is never encoded as that token;
 - the ids up to the end of an added token of a marked text do not depend on what follows
-  (pieces are tokenized apart), so the prompt token cache still cuts there.
+  (pieces are tokenized apart), so the prompt token cache still cuts there;
+- a fast tokenizer's backend tokenizes with the GIL released (`encode_releasing_gil`): a
+  prompt is tokenized in a worker thread, and megabytes take seconds, which the gateway's
+  event loop (every tenant's streams) must not wait out.
 """
 from __future__ import annotations
 
@@ -33,6 +36,17 @@ from typing import Any
 MARK = "\ufdd0"          # a Unicode noncharacter: not for interchange, so client text rarely holds one
 FIRST_CODE = 0xF0000     # codes: Supplementary Private Use Area-A (case filters and tojson keep them)
 _MARKS = re.compile(MARK + "(.)", re.DOTALL)
+
+
+def encode_releasing_gil(backend, text: str):
+    """`backend.encode(text, add_special_tokens=False)` for a `tokenizers.Tokenizer`: the
+    same Encoding (ids, offsets), tokenized with the GIL released. `Tokenizer.encode` holds
+    the GIL for the whole call (a 2 M-character prompt: 2-3 s in which no other Python
+    thread runs, the event loop included); `encode_batch` lets go of it while it tokenizes
+    (FI157, measured with tokenizers 0.23: longest event-loop gap 2-3 s vs ~20 ms).
+    NOTE: reading `Encoding.offsets` builds a tuple per token with the GIL held (~0.3 s for
+    2 M tokens): read the few offsets needed with `token_to_chars`."""
+    return backend.encode_batch([text], add_special_tokens=False)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,24 +147,24 @@ class MarkedTextEncoder:
 
     def pieces(self, text: str) -> MarkedPieces:
         """The ids of marked `text` and where its added tokens are (a fast tokenizer's)."""
-        encoding = self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
-        whole_ids, offsets = encoding.ids, encoding.offsets
+        encoding = encode_releasing_gil(self.tokenizer.backend_tokenizer, text)
+        whole_ids = encoding.ids
         ids: list[int] = []
         added_at: list[int] = []
         added_ends: list[int] = []
         piece_start, piece_first = 0, 0   # the piece since the last added token: its offset, its first id
         for index in [i for i, token_id in enumerate(whole_ids) if token_id in self.added_ids] + [None]:
-            piece_end = len(text) if index is None else offsets[index][0]
-            piece = text[piece_start:piece_end]
+            start, end = (len(text), len(text)) if index is None else encoding.token_to_chars(index)
+            piece = text[piece_start:start]
             if MARK in piece:
-                ids.extend(self.plain_backend.encode(self.special.unmark(piece), add_special_tokens=False).ids)
+                ids.extend(encode_releasing_gil(self.plain_backend, self.special.unmark(piece)).ids)
             else:
                 ids.extend(whole_ids[piece_first:len(whole_ids) if index is None else index])
             if index is not None:
                 added_at.append(len(ids))
-                added_ends.append(offsets[index][1])
+                added_ends.append(end)
                 ids.append(whole_ids[index])
-                piece_start, piece_first = offsets[index][1], index + 1
+                piece_start, piece_first = end, index + 1
         return MarkedPieces(ids, added_at, added_ends)
 
     def _encode_slow(self, text: str) -> list[int]:
