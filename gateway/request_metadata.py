@@ -1,5 +1,5 @@
-"""The `metadata` a request may attach (chat completions, responses, conversations,
-batches), with OpenAI's limits.
+"""The `metadata` a request may attach (chat completions, legacy completions, responses,
+conversations, batches), with OpenAI's limits.
 
 Invariant: metadata kept is at most 16 string pairs, keys up to 64 characters, values up
 to 512; anything else is a 400 naming `metadata` (or the offending key) before anything

@@ -136,7 +136,9 @@ async def _handle(request: Request, *, is_chat: bool) -> Response:
             await check_off_loop(state.schemas, tenant, tool_parameters(parsed),
                                  check_chat_request, parsed, tenant, state.schemas)
         else:
-            parsed = validate(CompletionRequest, body)
+            completion = validate(CompletionRequest, body)
+            checked_metadata(completion.metadata)   # as chat's: its session_id names the traced session
+            parsed = completion
         backend = state.backend(parsed.model, tenant)
         parsed.service_tier = request_tier(request, tenant, parsed.service_tier, backend)
         model = parsed.model

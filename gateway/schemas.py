@@ -3,7 +3,9 @@
 Invariant: a model instance that validated is safe to act on: roles, types and ranges are
 checked here, and every failure becomes a 400 `ApiError` naming the offending `param`
 with OpenAI's code for it (`validate()`, `validation_errors.py`), never a 500; so is
-`max_tokens` beside `max_completion_tokens`, as at OpenAI. Cross-field rules that need the
+`max_tokens` beside `max_completion_tokens`, as at OpenAI, and a `logit_bias` whose keys
+name one token twice ("5" and "05"). Chat and legacy completions type `metadata` alike
+(its bounds: `request_metadata`). Cross-field rules that need the
 model or the tools (context length, tool-call ids, tool schemas) live in `chat_checks.py`.
 Unknown fields are kept (`extra="allow"`) so upstream models can receive them; declared
 hints a local model ignores (`store`, `reasoning_effort`, ...) are typed only so a wrong
@@ -152,12 +154,24 @@ class _GenerationRequest(BaseModel):
     presence_penalty: Penalty = None
     logit_bias: LogitBias = None
     service_tier: ServiceTier = None
+    metadata: dict[str, str] | None = None   # its bounds: request_metadata.checked_metadata
     stepahead_replay: ReplayStep | None = None
 
     @field_validator("stream", mode="before")
     @classmethod
     def _null_stream_is_false(cls, stream: Any) -> Any:
         return False if stream is None else stream
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _one_key_per_token(cls, logit_bias: dict[str, float] | None) -> dict[str, float] | None:
+        """One bias a token: two keys naming one id ("5", "05") are a 400 (one would be lost)."""
+        seen: dict[int, str] = {}
+        for key in logit_bias or {}:
+            if (first := seen.setdefault(int(key), key)) != key:
+                raise invalid_request(f"Invalid 'logit_bias': the keys '{first}' and '{key}' both name token "
+                                      f"{int(key)}. Give each token one key.", param="logit_bias", code="invalid_value")
+        return logit_bias
 
     @field_validator("stream_options")
     @classmethod
@@ -181,7 +195,6 @@ class ChatCompletionRequest(_GenerationRequest):
     messages: Annotated[list[Message], Field(min_length=1)]
     max_tokens: PositiveInt = None
     max_completion_tokens: PositiveInt = None
-    metadata: dict[str, str] | None = None
     tools: list[Tool] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
