@@ -24,6 +24,7 @@ from gateway.directory_claim import DirectoryClaim, claim_lock_file
 
 log = logging.getLogger("stepahead.gateway")
 ADOPT_EVERY_S = 30.0   # how often a runner looks for unfinished batches no process runs
+CANCEL_LOOK_S = 1.0   # how often it reads the records of those it runs, for a cancel another gateway made
 
 
 class BatchClaims:

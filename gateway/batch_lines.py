@@ -55,6 +55,14 @@ def _json_problem(exc: ValueError) -> str:
     return str(exc)
 
 
+def _json_kind(value: object) -> str:
+    """The kind of JSON value `value` is, as an error names it ("an integer", "null")."""
+    if value is None:
+        return "null"
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (list, "an array"), (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
 def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple[dict | None, BatchRequest | None]:
     try:
         request = loads_standard(raw)
@@ -90,9 +98,12 @@ def _line_error(raw: bytes, number: int, endpoint: str, seen: set[str]) -> tuple
     if body.get("background") is True:
         return _error("invalid_value", "Batch requests run in the background already: leave 'background' out "
                       "or false.", number, "body.background"), None
-    if not isinstance(body.get("model"), str):
+    if "model" not in body:
         return _error("missing_required_parameter", "Each request's body needs a 'model'.", number,
                       "body.model"), None
+    if not isinstance(body["model"], str):   # there, of another type (QA231 F2: it was told missing)
+        return _error("invalid_type", "Invalid type for 'body.model': expected a string, but got "
+                      f"{_json_kind(body['model'])} instead.", number, "body.model"), None
     return None, BatchRequest(custom_id, body)
 
 

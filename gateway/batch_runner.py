@@ -34,7 +34,9 @@ Invariants:
   requests without a result: no result kept is lost, none is written twice;
 - a batch runs in one process at a time (gateway/batch_claims.py): gateways sharing a
   state directory each run the batches they claim, take up those a stopped one left,
-  and stop one that another of them cancelled (gateway/batch_adoption.py);
+  and stop one that another of them cancelled within `cancel_look_s` (gateway/batch_adoption.py):
+  once the store holds a batch `cancelling` it ends `cancelled`, never `completed`, with the
+  cancel's `cancelling_at`, and every gateway answers it `cancelling` meanwhile (QA231 F1);
 - while the batch's tenant is not configured (a reload removed it, or the gateway started
   without it) its requests wait unsent (one refused meanwhile for that goes again), and go
   on when the tenant is back, until the batch expires or is cancelled; meanwhile this
@@ -60,7 +62,7 @@ from typing import TYPE_CHECKING
 
 from cache.repeated_failures import RepeatedFailures
 from gateway.batch_adoption import BatchAdoption
-from gateway.batch_claims import ADOPT_EVERY_S, BatchClaims
+from gateway.batch_claims import ADOPT_EVERY_S, CANCEL_LOOK_S, BatchClaims
 from gateway.batch_places import RunningPlaces
 from gateway.batch_input import BatchInput, BatchLine, open_input
 from gateway.batch_sending import BatchSending, LinesBeingSent, ResultNotKept
@@ -81,8 +83,9 @@ TRIM_AFTER_LINES = 1000   # a batch of this many requests gives its freed memory
 class BatchRunner(BatchAdoption, BatchSending, BatchWaits):
     def __init__(self, store: BatchStore, files: FileStore, keys: Callable[[], "KeyRing"], concurrency: int,
                  clock: Callable[[], float] = time.time, *, load: Callable[[], int] | None = None,
-                 running_per_tenant: Callable[[], int] = lambda: 4) -> None:
+                 running_per_tenant: Callable[[], int] = lambda: 4, cancel_look_s: float = CANCEL_LOOK_S) -> None:
         self.store, self.files, self.keys, self.concurrency, self.clock = store, files, keys, concurrency, clock
+        self.cancel_look_s = cancel_look_s   # how often the batches running here look for a cancel made elsewhere
         self.places = RunningPlaces(running_per_tenant)   # the batches each tenant runs at once
         self._line_turns: dict[str, LineTurns] = {}   # a tenant's batches' turns to send
         self.load = load   # requests in flight gateway-wide; None: batches never yield
@@ -113,8 +116,13 @@ class BatchRunner(BatchAdoption, BatchSending, BatchWaits):
         return gauges
 
     def current(self, batch: Batch) -> Batch:
-        """The batch as it stands now: the running record when it runs here (its claim held)."""
-        return self._running[batch.id] if batch.id in self._running and self.claims.holds(batch.id) else batch
+        """The batch as it stands now, `batch` its record just read from the store: the running
+        record when it runs here (its claim held), made `cancelling` if the record says another
+        gateway cancelled it (`_cancelled_elsewhere`); the record itself once it has ended."""
+        if batch.id not in self._running or not self.claims.holds(batch.id) or batch.status not in UNFINISHED:
+            return batch
+        self._cancelled_elsewhere(batch)
+        return self._running[batch.id]
 
     def begin_stop(self) -> None:
         """The gateway's stop began (at the signal, before the connections drain): no
@@ -167,7 +175,9 @@ class BatchRunner(BatchAdoption, BatchSending, BatchWaits):
         batch = self.current(batch)
         if batch.status in ("validating", "in_progress"):
             batch.moved_to("cancelling", self.clock())
-            await self.store.put(batch)
+            kept = await self.store.put(batch)
+            if kept is not None and kept.status != "cancelling":   # it ended meanwhile (on another gateway)
+                return kept
             self._stop_sending(batch.id)
             if batch.id not in self._tasks:   # not running here: finish it now (or its runner does)
                 self._launch(batch)
@@ -248,6 +258,8 @@ class BatchRunner(BatchAdoption, BatchSending, BatchWaits):
                         return
                     continue   # its results read again: another gateway may have run some meanwhile
                 await self._send_read(batch, batch_input, pending)
+            if batch.id not in self._cancelled:   # a cancel made elsewhere since the last look: it ends cancelled
+                self._cancelled_elsewhere(await self.store.get(batch.tenant, batch.id))
             await self._finish(batch, pending)
             if batch.total >= TRIM_AFTER_LINES:   # its results and requests freed: give the memory back
                 await asyncio.to_thread(release_freed_memory)

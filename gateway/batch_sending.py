@@ -83,7 +83,7 @@ class LinesBeingSent:
 
 class BatchSending:
     """`BatchRunner`'s sending: uses its `store`, `keys`, `concurrency`, `clock`, `load`,
-    `num_in_flight`, `others_seen_s`, `is_stopping`, `_app`, `_cancelled`, `_wakers`,
+    `num_in_flight`, `others_seen_s`, `is_stopping`, `_app`, `_cancelled`, `_cancelled_elsewhere`, `_wakers`,
     `_line_turns` (a tenant's `LineTurns`) and `_being_sent` (a batch's `LinesBeingSent`,
     by id, while it sends)."""
 
@@ -131,9 +131,10 @@ class BatchSending:
                                 batch.completed += 1
                             else:
                                 batch.failed += 1
-                            await self.store.put(batch)
+                            kept = await self.store.put(batch)
                         except Exception as exc:   # a full disk (the store logs it): the batch stops
                             raise ResultNotKept(f"{type(exc).__name__}: {exc}") from exc
+                        self._cancelled_elsewhere(kept)   # (the store holds it cancelled by another gateway)
                     except Exception as exc:   # NOTE: kept before the slot is free, so no further request goes
                         failures.append(exc)
                     finally:

@@ -42,6 +42,7 @@ from pathlib import Path
 from cache.private_paths import make_private_dirs, private_opener
 from gateway.batch_index import ADDED_COLUMNS, SCHEMA, BatchIndexSweeps
 from gateway.batch_input import drop_link, link_input, remove_stale_links
+from gateway.batch_overwrite import KEPT_OVER, STATUS
 from gateway.batch_record import UNFINISHED, Batch, read_record, record_text
 from gateway.errors import ApiError
 from gateway.tenant_seq import next_seq, number_unnumbered
@@ -51,10 +52,6 @@ from gateway.openai_format import line_breaks_escaped
 from gateway.unrecorded_files import SweptIndex
 from gateway.store_thread import StoreThread, TemporaryRoot
 
-
-# a record's status, in SQL ({} the record's column); NULL for one that is no JSON, which
-# json_extract would fail the whole statement on
-STATUS = "CASE WHEN json_valid({0}) THEN json_extract({0}, '$.status') END"
 
 log = logging.getLogger("stepahead.gateway")
 
@@ -143,14 +140,14 @@ class BatchStore(BatchIndexSweeps):
         return {batch_id for (batch_id,) in self._file.rows(
             f"SELECT id FROM batches WHERE COALESCE({STATUS.format('record')}, 'validating') IN ({marks})", UNFINISHED)}
 
-    def _put(self, batch: Batch) -> None:
-        """Keep `batch`; a batch kept `cancelling` (by a gateway sharing this store) is not
-        moved back to `in_progress` by its runner's progress, which then sees the cancel."""
+    def _put(self, batch: Batch) -> Batch | None:
+        """Keep `batch` (`KEPT_OVER`: a cancel made by a gateway sharing this store stands);
+        returns the record as kept now (None: unreadable), where its runner sees such a cancel."""
         self._file.change("INSERT INTO batches (tenant, id, created_at, record, seq) VALUES (?, ?, ?, ?, "
-                          f"{next_seq('batches')}) ON CONFLICT (tenant, id) DO UPDATE SET record = excluded.record "
-                          f"WHERE NOT ({STATUS.format('batches.record')} IS 'cancelling' "
-                          "AND json_extract(excluded.record, '$.status') = 'in_progress')",
+                          f"{next_seq('batches')}) ON CONFLICT (tenant, id) DO UPDATE SET {KEPT_OVER}",
                           (batch.tenant, batch.id, batch.created_at, record_text(batch), batch.tenant))
+        rows = self._file.rows("SELECT record FROM batches WHERE tenant = ? AND id = ?", (batch.tenant, batch.id))
+        return self._read(batch.tenant, batch.id, rows[0][0]) if rows else None
 
     def _read(self, tenant: str, batch_id: str, record: object) -> Batch | None:
         """The batch `record` holds; None when it is unreadable (gateway/batch_record.py): it
@@ -256,8 +253,9 @@ class BatchStore(BatchIndexSweeps):
     def _drop_results(self, batch_id: str) -> None:
         (self.results_dir / f"{batch_id}.jsonl").unlink(missing_ok=True)
 
-    async def put(self, batch: Batch) -> None:
-        await self._thread.call(self._put, batch)
+    async def put(self, batch: Batch) -> Batch | None:
+        """Keep `batch`; the record as kept now (a cancel another gateway made stands: `_put`)."""
+        return await self._thread.call(self._put, batch)
 
     async def get(self, tenant: str, batch_id: str) -> Batch:
         return await self._thread.call(self._get, tenant, batch_id)

@@ -19,7 +19,7 @@ TENANT_POLL_S = 1.0   # how often a batch whose tenant is not configured looks a
 
 class BatchWaits:
     """Uses `BatchRunner`'s `keys`, `claims`, `places`, `store`, `clock`, `is_stopping`,
-    `_cancelled` and `_wait_unless_cancelled`."""
+    `_cancelled`, `_cancelled_elsewhere` and `_wait_unless_cancelled`."""
 
     __slots__ = ()
 
@@ -57,5 +57,6 @@ class BatchWaits:
             return False
         if placed and batch.id not in self._cancelled:
             batch.moved_to("in_progress", self.clock())
-            await self.store.put(batch)
+            # (kept `cancelling` where another gateway cancelled it meanwhile: it stops then)
+            self._cancelled_elsewhere(await self.store.put(batch))
         return True

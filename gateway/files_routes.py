@@ -29,7 +29,7 @@ from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway.errors import ApiError, body_too_large, invalid_request
+from gateway.errors import ApiError, invalid_request
 from gateway.file_quota import file_storage_full
 from gateway.file_ranges import RangedFile
 from gateway.file_records import BATCH_INPUT_EXPIRY_S, UPLOAD_PURPOSES, checked_expires_after, file_not_found
@@ -47,6 +47,17 @@ FILES_LIMIT = 10_000
 FORM_FIELDS = ("file", "purpose", "expires_after", "expires_after[anchor]", "expires_after[seconds]")
 
 
+def file_too_large(limit: int, size: int | None) -> ApiError:
+    """The 413 of an upload past `[server] max_file_bytes`, a limit on the file's bytes, not
+    on its body's (QA231 F3: it read "Request body exceeds the limit", though a file of
+    exactly the limit, in a larger body, is taken): `size` the file's, where known; None
+    where the body was past the limit and the form's slack, its file not read to its end."""
+    setting = f"the limit of {limit} bytes on an uploaded file (`[server] max_file_bytes`)"
+    message = (f"The file is {size} bytes, past {setting}." if size is not None else
+               f"This upload's body is past {setting} and the {MULTIPART_SLACK_BYTES} bytes of the form around it.")
+    return ApiError(413, message, "invalid_request_error", "request_too_large")
+
+
 @tenant_endpoint
 async def upload_file(request: Request, state: GatewayState, tenant: str) -> Response:
     """POST /v1/files: keep the uploaded `file` for `purpose` ("batch" for the Batch API)."""
@@ -54,7 +65,7 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
     refuse_encoded_body(request, "the multipart form uncompressed")
     declared = ascii_int(request.headers.get("content-length"))
     if declared is not None and declared > limit + MULTIPART_SLACK_BYTES:
-        raise body_too_large(limit)
+        raise file_too_large(limit, None)
     if media_type(request.headers.get("content-type", "")) != "multipart/form-data":
         raise invalid_request("Missing required parameter: 'file' (upload it as multipart/form-data with the "
                               "fields 'file' and 'purpose').", param="file", code="missing_required_parameter")
@@ -76,7 +87,7 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
         except BodyTimedOut:   # its body stalled: a 408 (the form's spooled parts are closed by its parser)
             raise
         except ApiError:   # past the limit or the room (with the form's slack): nothing more is read, nothing kept
-            raise (body_too_large(limit) if limit <= room or maybe_over_limit
+            raise (file_too_large(limit, None) if limit <= room or maybe_over_limit
                    else file_storage_full(cap, stored, None, sending=reservation.others)) from None
         except Exception as exc:   # NOTE: starlette's MultiPartException and its parser's errors
             reason = getattr(exc, "detail", None) or getattr(exc, "message", None) or exc   # not "400: ..." (QA113)
@@ -100,7 +111,7 @@ async def upload_file(request: Request, state: GatewayState, tenant: str) -> Res
                 raise invalid_request(f"'purpose' must be one of {', '.join(UPLOAD_PURPOSES)}.",
                                       param="purpose", code="invalid_value")
             if upload.size is not None and upload.size > limit:
-                raise body_too_large(limit)
+                raise file_too_large(limit, upload.size)
             kept = await state.files.add(tenant, upload.filename or "upload", purpose, upload.file, limit,
                                          _expires_after_s(form, purpose), max_tenant_bytes=cap)
         finally:

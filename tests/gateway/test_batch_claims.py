@@ -113,8 +113,8 @@ def test_a_cancel_made_on_another_gateway_stops_the_batch_where_it_runs(tmp_path
         one, two, batch = await _shared(tmp_path, 200)
         cancelling = await two.runner.cancel(await two.runner.store.get("a", batch.id))
         assert cancelling.status == "cancelling" and not two.runner._tasks   # not run here
-        await asyncio.sleep(0.1)   # the first gateway's progress does not undo the cancel
-        assert (await two.runner.store.get("a", batch.id)).status == "cancelling"
+        await asyncio.sleep(0.1)   # the first gateway's progress does not undo the cancel (it sees it: QA231 F1)
+        assert (await two.runner.store.get("a", batch.id)).status in ("cancelling", "cancelled")
         await one.runner._adopt()   # what its periodic look does
         await _until(lambda: _ended(one, batch.id))
         done = await one.status(batch.id)

@@ -140,3 +140,17 @@ def test_a_batch_runs_one_model():
     _, errors = batch_requests(_file("not json", other, _line("c")), URL)   # the model is the first good line's
     assert [(e["line"], e["code"]) for e in errors] == [(1, "invalid_json_line"), (3, "mismatched_model")]
     assert "'n' (line 2's)" in errors[1]["message"]
+
+
+def test_a_model_of_another_type_is_told_as_its_type_not_as_missing():
+    """QA231 F2: `"model": 5` failed the batch with "Each request's body needs a 'model'"."""
+    data = _file(_line("a"), _line("b", body={"model": 5, "messages": []}), _line("c", body={"model": None}),
+                 _line("d", body={"model": ["m"]}), _line("e", body={"messages": []}))
+    requests, errors = batch_requests(data, URL)
+    assert requests == []
+    assert [(e["line"], e["code"], e["param"]) for e in errors] == [
+        (2, "invalid_type", "body.model"), (3, "invalid_type", "body.model"), (4, "invalid_type", "body.model"),
+        (5, "missing_required_parameter", "body.model")]
+    assert errors[0]["message"] == "Invalid type for 'body.model': expected a string, but got an integer instead."
+    assert "got null" in errors[1]["message"] and "got an array" in errors[2]["message"]
+    assert "needs a 'model'" in errors[3]["message"]
