@@ -40,8 +40,12 @@ def explain(exc: openai.APIError, base_url: str) -> str:
         return (f"the gateway at {base_url} refused the API key: {_gateway_message(exc)} Check --api-key "
                 "(the demo key `stepahead serve` printed, or a key of a tenant in its config).")
     if isinstance(exc, openai.NotFoundError):
-        return (f"not found at {base_url}: {_gateway_message(exc)} Check --model (GET {base_url.rstrip('/')}"
-                "/models lists the served ones) and --base-url.")
+        base = base_url.rstrip("/")
+        if not base.endswith("/v1"):   # the usual slip: the API lives under /v1
+            return (f"not found at {base_url}: {_gateway_message(exc)} --base-url should end in /v1 "
+                    f"({base}/v1).")
+        return (f"not found at {base_url}: {_gateway_message(exc)} Check --model (GET {base}/models lists "
+                "the served ones) and --base-url.")
     if isinstance(exc, openai.APIStatusError):
         return f"the gateway at {base_url} answered {exc.status_code}: {_gateway_message(exc)}"
     return f"request to the gateway at {base_url} failed: {exc}"

@@ -5,7 +5,8 @@ gateway's workers, followed with a progress bar, its answers read back by custom
     python examples/batch_requests.py --api-key sk-... --count 16
 
 The requests go through the same endpoint, limits and prefix cache as a client's (the
-shared system prompt of the file is prefilled once); a gateway stopped midway goes on
+system prompt every line shares is prefilled once, as whole 16-token blocks; the first
+lines may run before it is cached); a gateway stopped midway goes on
 with the batch at its next start. The batch's id is printed when it is created, and
 `--batch-id` follows that batch again (say, after the gateway was restarted).
 """
@@ -21,6 +22,10 @@ from _errors import MAX_RETRIES, report
 from openai import OpenAI
 from tqdm import tqdm
 
+# long enough to fill whole 16-token blocks of the prefix cache (with the chat template's
+# own tokens, about 48), which every line shares: a shorter one shares no whole block
+SYSTEM_PROMPT = ("You answer the questions of a word game. Reply with exactly one common English word in "
+                 "lower case: no punctuation, no explanation, nothing but the word itself.")
 QUESTIONS = ("Name a color.", "Name a fruit.", "Name an animal.", "Name a city.", "Name a planet.",
              "Name a metal.", "Name a tree.", "Name a river.")
 
@@ -28,7 +33,7 @@ QUESTIONS = ("Name a color.", "Name a fruit.", "Name an animal.", "Name a city."
 def requests_file(model: str, count: int, max_tokens: int) -> bytes:
     lines = [{"custom_id": f"q{n}", "method": "POST", "url": "/v1/chat/completions", "body": {
         "model": model, "max_tokens": max_tokens, "temperature": 0.0,
-        "messages": [{"role": "system", "content": "Answer with one word."},
+        "messages": [{"role": "system", "content": SYSTEM_PROMPT},
                      {"role": "user", "content": QUESTIONS[n % len(QUESTIONS)]}]}} for n in range(count)]
     return "\n".join(json.dumps(line) for line in lines).encode()
 

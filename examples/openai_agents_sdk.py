@@ -29,6 +29,7 @@ import openai
 from _errors import MAX_RETRIES, report
 from agents import (Agent, ModelSettings, OpenAIChatCompletionsModel, OpenAIResponsesModel, Runner, function_tool,
                     set_tracing_disabled)
+from agents.exceptions import MaxTurnsExceeded
 from openai import AsyncOpenAI
 from pydantic import BaseModel
 
@@ -97,6 +98,10 @@ def main() -> int:
         out = asyncio.run(run(args))
     except openai.APIError as exc:   # a wrong key, an unknown model, no gateway: one line, exit 1
         return report(exc, args.base_url)
+    except MaxTurnsExceeded:   # as the other agent examples stop at --max-steps: one line, exit 0
+        print(f"no final answer within --max-turns {args.max_turns}: the model kept calling tools "
+              "(its turns are in the gateway's trace of this session)")
+        return 0
     print(f"report: {out['report']}")
     print(json.dumps(out))
     return 0

@@ -137,6 +137,16 @@ def test_an_unknown_model_is_one_line_saying_check_the_model(monkeypatch, capsys
     assert NO_MODEL["message"] in line and "Check --model" in line and f"{url}/models" in line
 
 
+@pytest.mark.parametrize("script", [s for s in SCRIPTS if s != "batch_requests"])
+def test_a_base_url_without_v1_is_told_to_end_in_v1(monkeypatch, capsys, script):
+    """QA232 F2: the hint named `<base>/models`, the very request that was not found."""
+    with stub("no_model") as url:
+        base = url.removesuffix("/v1")
+        code, out, err = run_main(monkeypatch, capsys, script, base, "--model", "nosuch")
+    line = _one_line(err, script)
+    assert code == 1 and f"--base-url should end in /v1 ({base}/v1)" in line and f"{base}/models" not in line
+
+
 def test_batch_id_is_printed_whole_and_a_lost_gateway_says_how_to_follow_it(monkeypatch, capsys):
     with stub("drop_batch") as url:
         code, out, err = run_main(monkeypatch, capsys, "batch_requests", url, "--count", "2")

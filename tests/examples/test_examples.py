@@ -75,6 +75,17 @@ def test_openai_agents_sdk_run_kept_in_a_conversation(tiny_gateway):
     assert out["conversation_items"][-1] == "message" and out["cached_tokens"] > 0
 
 
+def test_openai_agents_sdk_stops_at_max_turns_with_one_line(tiny_gateway):
+    """QA232 F3: `--max-turns 1` ended in the SDK's MaxTurnsExceeded traceback."""
+    pytest.importorskip("agents", reason="openai-agents is not installed")
+    done = subprocess.run([sys.executable, str(EXAMPLES / "openai_agents_sdk.py"), "--base-url",
+                           f"{tiny_gateway.base_url}/v1", "--api-key", TINY_GATEWAY_KEYS["tenant2"], "--model", "tiny",
+                           "--max-turns", "1"], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.stdout.strip() == ("no final answer within --max-turns 1: the model kept calling tools (its turns "
+                                   "are in the gateway's trace of this session)")
+
+
 def test_batch_requests_runs_a_file_of_requests(tiny_gateway):
     out = _run([str(EXAMPLES / "batch_requests.py"), "--base-url", f"{tiny_gateway.base_url}/v1",
                 "--api-key", TINY_GATEWAY_KEYS["tenant1"], "--count", "6"])   # the gateway's first model
