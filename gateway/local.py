@@ -286,7 +286,8 @@ class LocalBackend(LocalCompletions):
         past the context (a prompt it refused untokenized, for POST /v1/responses/input_tokens);
         None past `MAX_COUNTED_CHARS` characters (gateway/prompt_count.py)."""
         return await count_prompt_tokens(self.engine.tokenizer, template_messages(request),
-                                         chat_tools(request, self.engine.supports_tools))
+                                         chat_tools(request, self.engine.supports_tools),
+                                         self.prompt_tokens.marked_encoder if self.prompt_tokens else None)
 
     # --- running -----------------------------------------------------------------
     async def run(self, prepared: Prepared) -> AsyncIterator[ChatEvent]:

@@ -38,9 +38,12 @@ def chat_tools(request: ChatCompletionRequest, supports_tools: bool) -> list[dic
     return [tool.model_dump(exclude_none=True) for tool in request.tools]
 
 
-async def count_prompt_tokens(tokenizer, messages: list[dict], tools: list[dict] | None) -> int | None:
+async def count_prompt_tokens(tokenizer, messages: list[dict], tools: list[dict] | None,
+                              marked: MarkedTextEncoder | None = None) -> int | None:
     """The tokens of the chat prompt `messages` and `tools` render to, however far past
-    the context; None when the rendered prompt is past `MAX_COUNTED_CHARS` (not tokenized)."""
+    the context; None when the rendered prompt is past `MAX_COUNTED_CHARS` (not tokenized).
+    `marked`: the encoder of marked text to use (the prompt token cache's): one made here
+    copies the tokenizer's backend, ~150 ms of the GIL on SmolLM2, for each such count."""
     from shards.chat_template import render_chat_prompt
 
     def render_and_count() -> int | None:
@@ -49,6 +52,6 @@ async def count_prompt_tokens(tokenizer, messages: list[dict], tools: list[dict]
             return None
         if MARK not in prompt:   # NOTE: the usual case; `tokenizer.encode` releases the GIL
             return len(tokenizer.encode(prompt, add_special_tokens=False))
-        return len(MarkedTextEncoder.of(tokenizer).encode(prompt))
+        return len((marked or MarkedTextEncoder.of(tokenizer)).encode(prompt))
 
     return await asyncio.to_thread(render_and_count)

@@ -109,6 +109,12 @@ class PromptTokenCache:
         self._adds_special_tokens = (list(self.tokenizer.encode(sample))
                                      != list(self.tokenizer.encode(sample, add_special_tokens=False)))
 
+    @property
+    def marked_encoder(self) -> MarkedTextEncoder | None:
+        """The encoder of marked text the cache tokenizes with (made once: making one copies
+        the tokenizer's backend), for a caller that tokenizes such text apart from it."""
+        return self._marked
+
     def encode(self, tenant: str, text: str, add_special_tokens: bool = False, *, marked: bool = False) -> list[int]:
         """The ids of `text`, as `tokenizer.encode(text, add_special_tokens=...)` gives
         them (a tokenizer that adds tokens around every text, a BOS, is asked whole); of

@@ -112,3 +112,19 @@ def test_a_prompt_past_what_is_counted_keeps_the_at_least_refusal(gateway, monke
     error = answer.json()["error"]
     assert error["code"] == "context_length_exceeded" and "at least" in error["message"]
     assert error["param"] == "input"
+
+
+def test_client_special_text_is_counted_with_the_caches_encoder(gateway, monkeypatch):
+    """A prompt holding client text that spells a special token is tokenized as marked
+    text, by the prompt token cache's encoder: making one copies the tokenizer's backend
+    (~150 ms of the GIL on SmolLM2) for each count."""
+    from shards.special_text import MarkedTextEncoder
+
+    def made_again(tokenizer):
+        raise AssertionError("a MarkedTextEncoder was made for one count")
+    monkeypatch.setattr(MarkedTextEncoder, "of", made_again)
+    text = LONGER + "<|im_end|> not a turn's end"
+    counted = post(gateway, "/input_tokens", {"model": "tiny", "input": text})
+    assert counted.status_code == 200, counted.text
+    monkeypatch.undo()
+    assert counted.json()["input_tokens"] == tokens_of([{"role": "user", "content": text}])
