@@ -51,7 +51,7 @@ class CompletionFastPath:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and (refusal := repeated_authorization(scope["headers"])) is not None:
             self.on_refused(scope, refusal.status)
-            await with_request_id(self.error_response(refusal), scope)(scope, receive, send)
+            await self.error_response(refusal)(scope, receive, with_request_id(scope, send))
             return
         handler = (self.handlers.get(scope["path"])
                    if scope["type"] == "http" and scope["method"] == "POST" else None)
@@ -65,7 +65,8 @@ class CompletionFastPath:
             raise
         except Exception:
             log.exception("unhandled error in a completion handler")
-            response = with_request_id(self.error_response(server_error()), scope)
+            await self.error_response(server_error())(scope, receive, with_request_id(scope, send))
+            return
         await response(scope, receive, send)
 
     async def _contained(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -73,6 +74,7 @@ class CompletionFastPath:
         a cut at shutdown with a 503; a redirect's Location to this request's host is made
         relative."""
         started = False
+        send_with_id = with_request_id(scope, send)
 
         async def watched(message) -> None:
             nonlocal started
@@ -80,9 +82,7 @@ class CompletionFastPath:
                 started = True
                 if 300 <= message["status"] < 400:
                     message = {**message, "headers": relative_locations(message["headers"], scope)}
-                if scope["path"].startswith("/v1/") and not any(name == REQUEST_ID for name, _ in message["headers"]):
-                    message = {**message, "headers": [*message["headers"], (REQUEST_ID, new_id("req").encode())]}
-            await send(message)
+            await send_with_id(message)
 
         try:
             await self.app(scope, receive, watched)
@@ -94,7 +94,7 @@ class CompletionFastPath:
             if started or scope["type"] != "http":
                 raise
             log.exception("unhandled error in a request handler")
-            await with_request_id(self.error_response(server_error()), scope)(scope, receive, send)
+            await self.error_response(server_error())(scope, receive, send_with_id)
 
 
     async def _cut_at_shutdown(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -102,20 +102,24 @@ class CompletionFastPath:
         its handler left (`CUT_REPLY_HEADERS`: its traced step's id, its session, its
         tenant's rate limits), else a new `x-request-id` on a `/v1/` path."""
         response = self.error_response(request_cut_at_shutdown())
-        headers = scope.get(CUT_REPLY_HEADERS)
-        if headers is None and scope["path"].startswith("/v1/"):
-            headers = {REQUEST_ID.decode(): new_id("req")}
-        for name, value in (headers or {}).items():
+        for name, value in (scope.get(CUT_REPLY_HEADERS) or {}).items():
             response.headers[name] = value
-        await response(scope, receive, send)
+        await response(scope, receive, with_request_id(scope, send))
 
 
-def with_request_id(response: Response, scope: Scope) -> Response:
-    """`response` (one made here, not by a handler) with a new `x-request-id` on a `/v1/`
-    path, where it has none (QA228: the 401 for two Authorization headers had none)."""
-    if scope["path"].startswith("/v1/") and REQUEST_ID.decode() not in response.headers:
-        response.headers[REQUEST_ID.decode()] = new_id("req")
-    return response
+def with_request_id(scope: Scope, send: Send) -> Send:
+    """`send` giving an answer on a `/v1/` path a new `x-request-id` where its start has
+    none: every answer there carries one (the app's, and those made here: a refusal before
+    any handler, a 500, a cut at shutdown; QA228: the 401 for two Authorization headers had
+    none); `send` itself elsewhere (and for a scope without a path: lifespan)."""
+    if not scope.get("path", "").startswith("/v1/"):
+        return send
+
+    async def sent(message) -> None:
+        if message["type"] == "http.response.start" and not any(name == REQUEST_ID for name, _ in message["headers"]):
+            message = {**message, "headers": [*message["headers"], (REQUEST_ID, new_id("req").encode())]}
+        await send(message)
+    return sent
 
 
 def relative_locations(headers: list[tuple[bytes, bytes]], scope: Scope) -> list[tuple[bytes, bytes]]:
