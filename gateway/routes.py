@@ -82,10 +82,7 @@ def model_label(state: GatewayState, body: object, tenant: str) -> str:
     counts under its model, as one refused later does), else "" (never a client's string:
     label cardinality)."""
     model = body.get("model") if isinstance(body, dict) else None
-    if not isinstance(model, str) or model not in state.backends:
-        return ""
-    allowed = state.config.tenant_models.get(tenant)
-    return model if allowed is None or model in allowed else ""
+    return model if isinstance(model, str) and state.serves(model, tenant) else ""
 
 
 def tenant_endpoint(handler: Callable[[Request, GatewayState, str], Awaitable[Response]]
@@ -239,14 +236,14 @@ async def health(request: Request) -> Response:
     loads and the device, and the version running; a tenant's key sees only the models it
     may use (its `models`; the status is the gateway's). A key that is sent must be valid."""
     state = gateway_state(request)
-    is_admin, shown = False, None
+    is_admin, tenant = False, None
     authorization = request.headers.get("authorization")
     if authorization:
         try:
             tenant = state.keys.authenticate(authorization)
         except ApiError as error:
             return error_response(error)
-        is_admin, shown = state.config.is_admin(tenant), state.models_for(tenant)
+        is_admin = state.config.is_admin(tenant)
     models = {name: backend.health() for name, backend in state.backends.items()}
     ready = state.is_ready and all(m.get("ready", True) for m in models.values())
     status = "ok" if ready else "starting" if not state.is_ready else "unavailable"
@@ -255,7 +252,7 @@ async def health(request: Request) -> Response:
         body["version"] = state.version
     else:
         body["models"] = {name: {"ready": bool(m.get("ready", True))} for name, m in models.items()
-                          if shown is None or name in shown}
+                          if tenant is None or state.serves(name, tenant)}
     return JSONResponse(body, status_code=200 if ready else 503)
 
 

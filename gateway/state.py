@@ -66,11 +66,14 @@ class GatewayState:
         """The backend of `model` for `tenant`'s request: a 404 `model_not_found` for a
         model not served, or one its `models` leave out (as OpenAI answers a model a key
         has no access to), naming only the models the tenant may use."""
-        backend = self.backends.get(model)
-        allowed = self.config.tenant_models.get(tenant)
-        if backend is None or (allowed is not None and model not in allowed):
+        if not self.serves(model, tenant):
             raise model_not_found(model, sorted(self.models_for(tenant)))
-        return backend
+        return self.backends[model]
+
+    def serves(self, model: str, tenant: str) -> bool:
+        """Whether `model` is served and `tenant`'s `models` (if it names any) hold it."""
+        allowed = self.config.tenant_models.get(tenant)
+        return model in self.backends and (allowed is None or model in allowed)
 
     def models_for(self, tenant: str) -> dict[str, Backend]:
         """The served models `tenant`'s requests may use, in the config's order."""
