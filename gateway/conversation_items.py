@@ -115,9 +115,8 @@ def checked_items(raw: Any, param: str = "items") -> list[dict]:
 def check_kept_items(items: list[dict], param: str = "conversation") -> None:
     """A 400 naming `param` and the item's id for a kept item a turn cannot read
     (`_check_reading`): one kept before the Conversations API refused such items, which
-    would otherwise make every turn a 400 that names only the conversation. Meant to run
-    where a turn reads the conversation's items (`responses_history.history_before`):
-    about 6 us an item."""
+    would otherwise make every turn a 400 that names only the conversation. About 6 us an
+    item: run only once a turn failed over its conversation (`responses_history`)."""
     for item in items:
         try:
             _check_reading(item, "item")

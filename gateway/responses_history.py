@@ -29,11 +29,29 @@ async def history_before(state: GatewayState, tenant: str, parsed: ResponsesRequ
             if error.status == 404:
                 error.param = "conversation"
             raise
-        check_kept_items(items)   # one a turn cannot read, kept before the checks that refuse it: named (QA224 F1)
-        return tuple(input_messages(items))
+        try:
+            return tuple(input_messages(items))
+        except ApiError:
+            check_kept_items(items)   # a kept item no turn can read: the 400 names it (QA224 F1)
+            raise
     if parsed.previous_response_id is None:
         return ()
     return await _previous_conversation(state, tenant, parsed.previous_response_id)
+
+
+async def kept_item_named(state: GatewayState, tenant: str, parsed: ResponsesRequest, error: ApiError) -> ApiError:
+    """`error`, or, where it blames the `conversation` (one holding an item no turn can read,
+    kept before the Conversations API refused such items), the 400 naming that item by its
+    id, so it can be deleted (`conversation_items.check_kept_items`, QA224 F1). On this error
+    path only: the items are read again, and a turn that reads pays nothing for it."""
+    conversation_id = parsed.conversation_id()
+    if error.param != "conversation" or conversation_id is None:
+        return error
+    try:
+        check_kept_items(await state.conversations.call("items", tenant, conversation_id))
+    except ApiError as named:
+        return named
+    return error
 
 
 async def _previous_conversation(state: GatewayState, tenant: str, response_id: str) -> tuple[dict, ...]:

@@ -53,7 +53,7 @@ from gateway.conversation_locks import ConversationHold
 from gateway.request_metadata import checked_metadata
 from gateway.metrics_genai import record_refused_request
 from gateway.responses_format import ResponsesRequest, conversation_after, to_chat_body
-from gateway.responses_history import history_before
+from gateway.responses_history import history_before, kept_item_named
 from gateway.responses_keep import KeptBeforeTheEnd
 from gateway.responses_errors import ErrorsRenamed, renamed
 from gateway.responses_objects import input_items
@@ -283,7 +283,7 @@ async def prepared_chat(state: GatewayState, backend: Backend, parsed: Responses
     except ApiError as error:
         cuts = TurnCuts.of(chat_body["messages"]) if parsed.truncation == "auto" and is_too_long(error) else None
         if cuts is None or not cuts.num_cuts:
-            raise renamed(error, sources) from None
+            raise await kept_item_named(state, tenant, parsed, renamed(error, sources)) from None
     num_cut, outcome = await fewest_turns_cut(cuts, prepared)
     if isinstance(outcome, ApiError):
         raise renamed(outcome, cuts.kept(sources, num_cut)) from None

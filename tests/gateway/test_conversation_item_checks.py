@@ -109,7 +109,9 @@ def test_create_and_add_refuse_them_over_http(gateway):
         assert len(listed) == 5   # USER and the accepted ones: nothing of a refused request was kept
 
 
-def test_a_turn_on_a_conversation_holding_a_bad_item_kept_earlier_names_the_item(gateway, monkeypatch):
+@pytest.mark.parametrize("bad", [{"type": "message", "role": "user", "content": []},
+                                 {"type": "function_call_output", "call_id": "", "output": "r"}])
+def test_a_turn_on_a_conversation_holding_a_bad_item_kept_earlier_names_the_item(gateway, monkeypatch, bad):
     """The wiring (`responses_history.history_before`): an item kept before these checks
     (here slipped into what the store reads back) is named by its id, so it can be deleted."""
     store = gateway.app.state.gateway.conversations
@@ -117,7 +119,7 @@ def test_a_turn_on_a_conversation_holding_a_bad_item_kept_earlier_names_the_item
 
     async def with_a_bad_item(operation, *args):
         found = await read(operation, *args)
-        return [*found, {"type": "message", "role": "user", "content": [], "id": "msg_bad"}] \
+        return [*found, {**bad, "id": "msg_bad"}] \
             if operation == "items" else found
 
     with httpx.Client(base_url=gateway.base_url, headers=gateway.headers("alpha"), timeout=30) as client:
