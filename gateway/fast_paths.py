@@ -74,7 +74,6 @@ class CompletionFastPath:
         a cut at shutdown with a 503; a redirect's Location to this request's host is made
         relative."""
         started = False
-        send_with_id = with_request_id(scope, send)
 
         async def watched(message) -> None:
             nonlocal started
@@ -82,7 +81,8 @@ class CompletionFastPath:
                 started = True
                 if 300 <= message["status"] < 400:
                     message = {**message, "headers": relative_locations(message["headers"], scope)}
-            await send_with_id(message)
+                message = with_request_id_header(scope, message)
+            await send(message)
 
         try:
             await self.app(scope, receive, watched)
@@ -94,7 +94,7 @@ class CompletionFastPath:
             if started or scope["type"] != "http":
                 raise
             log.exception("unhandled error in a request handler")
-            await self.error_response(server_error())(scope, receive, send_with_id)
+            await self.error_response(server_error())(scope, receive, with_request_id(scope, send))
 
 
     async def _cut_at_shutdown(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -107,18 +107,20 @@ class CompletionFastPath:
         await response(scope, receive, with_request_id(scope, send))
 
 
-def with_request_id(scope: Scope, send: Send) -> Send:
-    """`send` giving an answer on a `/v1/` path a new `x-request-id` where its start has
-    none: every answer there carries one (the app's, and those made here: a refusal before
-    any handler, a 500, a cut at shutdown; QA228: the 401 for two Authorization headers had
-    none); `send` itself elsewhere (and for a scope without a path: lifespan)."""
-    if not scope.get("path", "").startswith("/v1/"):
-        return send
+def with_request_id_header(scope: Scope, start: dict) -> dict:
+    """An answer's `http.response.start` message, on a `/v1/` path given a new
+    `x-request-id` where it has none: every answer there carries one (the app's, and those
+    made here: a refusal before any handler, a 500, a cut at shutdown; QA228: the 401 for
+    two Authorization headers had none)."""
+    if not scope["path"].startswith("/v1/") or any(name == REQUEST_ID for name, _ in start["headers"]):
+        return start
+    return {**start, "headers": [*start["headers"], (REQUEST_ID, new_id("req").encode())]}
 
+
+def with_request_id(scope: Scope, send: Send) -> Send:
+    """`send` for an answer made here (`with_request_id_header` on its start)."""
     async def sent(message) -> None:
-        if message["type"] == "http.response.start" and not any(name == REQUEST_ID for name, _ in message["headers"]):
-            message = {**message, "headers": [*message["headers"], (REQUEST_ID, new_id("req").encode())]}
-        await send(message)
+        await send(with_request_id_header(scope, message) if message["type"] == "http.response.start" else message)
     return sent
 
 
